@@ -1,1 +1,3 @@
-export const hello = 1;
+export * from './limiter/store.js';
+export * from './rules/duration.js';
+export * from './rules/schema.js';

@@ -1,0 +1,49 @@
+/**
+ * The contract every bucket store implements (Redis and in-process). The gateway never knows
+ * which one it has. A denial is a value (`allowed: false`); only a store failure throws.
+ */
+
+/** The limits of one rule, as the bucket arithmetic needs them. */
+export interface BucketLimits {
+  /** most tokens the bucket holds (the burst); > 0 */
+  capacity: number;
+  /** tokens gained every `periodMs`, continuously; > 0 */
+  refill: number;
+  /** refill period in milliseconds; > 0 */
+  periodMs: number;
+  /** how far below zero one admitted request may take the balance; >= 0 */
+  maxDebt: number;
+}
+
+export interface DecisionRequest {
+  /** bucket key, built with `bucketKey()` so one bucket stays on one Redis Cluster slot */
+  key: string;
+  limits: BucketLimits;
+  /** tokens this request takes; > 0 */
+  cost: number;
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** balance after this decision (may be negative) */
+  balance: number;
+  /** ms until a request of the same cost could be admitted; 0 when admitted */
+  retryAfterMs: number;
+  /** ms until the bucket is full again (0 when full) */
+  fullInMs: number;
+}
+
+export interface Store {
+  readonly kind: 'redis' | 'memory';
+  /**
+   * Decides one request. Callers await one decision each; a store may settle many pending
+   * decisions in one round trip (batching) without callers changing.
+   */
+  decide(request: DecisionRequest): Promise<Decision>;
+  close(): Promise<void>;
+}
+
+/** `{<ruleId>:<clientKey>}` with an optional prefix outside the braces (Redis Cluster hash tag). */
+export function bucketKey(prefix: string, ruleId: string, clientKey: string): string {
+  return `${prefix}{${ruleId}:${clientKey}}`;
+}
