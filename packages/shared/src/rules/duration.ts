@@ -17,14 +17,17 @@ export class DurationError extends Error {
 export function parseDuration(value: string | number): number {
   let ms: number;
   if (typeof value === 'number') {
-    if (!Number.isInteger(value)) throw new DurationError('must be an integer of milliseconds or a string like "1s"');
+    if (!Number.isInteger(value))
+      throw new DurationError('must be an integer of milliseconds or a string like "1s"');
     ms = value;
   } else {
     const m = DURATION_RE.exec(value);
     if (!m) throw new DurationError(`"${value}" is not a duration like "500ms", "1s", "1m", "1h" or "1d"`);
     ms = Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
   }
-  if (!(ms > 0)) throw new DurationError('must be greater than 0');
+  // microsecond resolution is plenty and keeps "1.000001s" from carrying float noise
+  ms = Math.round(ms * 1000) / 1000;
+  if (!(ms >= 1)) throw new DurationError('must be at least 1ms');
   if (ms > MAX_DURATION_MS) throw new DurationError('must be at most 365d');
   return ms;
 }

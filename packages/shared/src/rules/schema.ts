@@ -10,10 +10,11 @@ export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'O
 export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 export const RULE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
-/** Starts with `/`; no `?`, `#`, `%`, `\`, whitespace or control characters. Segment rules are in `checkRule`. */
-export const RULE_PATH_PATTERN = '^/[^?#%\\\\\\s\\u0000-\\u001f\\u007f]*$';
+/** Starts with `/`; no `?`, `#`, `%`, `\`, whitespace or control characters (C0, DEL, C1). Segment rules are in `checkRule`. */
+export const RULE_PATH_PATTERN = '^/[^?#%\\\\\\s\\u0000-\\u001f\\u007f-\\u009f]*$';
 /** A host name or bracketed IPv6 literal, without port. */
-export const RULE_HOST_PATTERN = '^(\\[[0-9A-Fa-f:.]{2,45}\\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$';
+export const RULE_HOST_PATTERN =
+  '^(\\[[0-9A-Fa-f:.]{2,45}\\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$';
 /** An HTTP header field name (RFC 9110 token). */
 export const HEADER_NAME_PATTERN = "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$";
 
@@ -39,7 +40,11 @@ export const RuleMatchSchema = Type.Object(
       }),
     ),
     host: Type.Optional(
-      Type.String({ pattern: RULE_HOST_PATTERN, maxLength: 255, description: 'exact host, case-insensitive' }),
+      Type.String({
+        pattern: RULE_HOST_PATTERN,
+        maxLength: 255,
+        description: 'exact host, case-insensitive',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -49,7 +54,10 @@ export const ClientSchema = Type.Object(
   {
     by: Type.Enum(['ip', 'header', 'global']),
     name: Type.Optional(
-      Type.String({ pattern: HEADER_NAME_PATTERN, description: 'header name, required when `by` is `header`' }),
+      Type.String({
+        pattern: HEADER_NAME_PATTERN,
+        description: 'header name, required when `by` is `header`',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -60,10 +68,7 @@ export const LimitSchema = Type.Object(
     capacity: Positive('most tokens the bucket holds (the burst)'),
     refill: Positive('tokens gained every `period`, continuously'),
     period: Type.Union(
-      [
-        Type.String({ pattern: DURATION_PATTERN }),
-        Type.Integer({ minimum: 1, maximum: MAX_DURATION_MS }),
-      ],
+      [Type.String({ pattern: DURATION_PATTERN }), Type.Integer({ minimum: 1, maximum: MAX_DURATION_MS })],
       { description: 'a duration like "500ms", "1s", "1m", "1h", "1d" or an integer of milliseconds' },
     ),
   },
