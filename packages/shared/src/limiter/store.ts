@@ -43,6 +43,25 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** Why a store could not decide; the gateway's `STORE_FAILURE` policy decides what that means. */
+export type StoreErrorCode =
+  /** no connection (down, reconnecting, or the store was closed); rejected at once, never queued */
+  | 'STORE_UNAVAILABLE'
+  /** no answer within the store's command timeout */
+  | 'STORE_TIMEOUT'
+  /** the store answered with an error or an unreadable reply */
+  | 'STORE_ERROR';
+
+/** The one error a store's `decide` rejects with (a denial is a value, not an error). */
+export class StoreError extends Error {
+  readonly code: StoreErrorCode;
+  constructor(code: StoreErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreError';
+    this.code = code;
+  }
+}
+
 /** `{<ruleId>:<clientKey>}` with an optional prefix outside the braces (Redis Cluster hash tag). */
 export function bucketKey(prefix: string, ruleId: string, clientKey: string): string {
   return `${prefix}{${ruleId}:${clientKey}}`;
