@@ -104,6 +104,17 @@ const invalid: Array<[string, (b: Body) => void, string]> = [
   ['name on a global client', (b) => (b.client = { by: 'global', name: 'x-api-key' }), 'client.name'],
   ['enabled "yes"', (b) => (b.enabled = 'yes'), 'enabled'],
   ['shadow 1', (b) => (b.shadow = 1), 'shadow'],
+  [
+    'cost above capacity + maxDebt (never admissible)',
+    (b) => Object.assign(b, { cost: 150, maxDebt: 40 }),
+    'cost',
+  ],
+  [
+    'cost above capacity with the default maxDebt',
+    (b) => Object.assign(b, { cost: 201, maxDebt: undefined }),
+    'cost',
+  ],
+  ['capacity below one token for a unit cost', (b) => (b.limit.capacity = 0.5), 'limit.capacity'],
 ];
 
 describe('validateRuleInput rejects', () => {

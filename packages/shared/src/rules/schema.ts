@@ -174,6 +174,17 @@ export function checkRule(input: RuleInput): RuleFieldError[] {
   if (input.client && input.client.by !== 'header' && input.client.name !== undefined) {
     errors.push({ field: 'client.name', message: 'is only allowed when client.by is "header"' });
   }
+  // a rule no request could ever pass is a mistake, not a policy: say so instead of answering 429 forever
+  const cost = input.cost ?? 1;
+  const maxDebt = input.maxDebt ?? input.limit.capacity;
+  if (input.limit.capacity < Math.min(cost, 1)) {
+    errors.push({ field: 'limit.capacity', message: 'must be at least 1 (or at least cost, when cost < 1)' });
+  } else if (cost > input.limit.capacity + maxDebt) {
+    errors.push({
+      field: 'cost',
+      message: 'must not exceed limit.capacity + maxDebt, or no request could pass',
+    });
+  }
   try {
     parseDuration(input.limit.period);
   } catch (err) {
