@@ -1,0 +1,201 @@
+/**
+ * Builds the rules API as a Fastify instance without listening: `server.ts` boots it, tests call
+ * `inject()` or listen on port 0.
+ */
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import AjvCompiler from '@fastify/ajv-compiler';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyServerOptions,
+} from 'fastify';
+import type { Config } from './config.js';
+import { type Database, openDatabase } from './db/client.js';
+import { migrateDatabase } from './db/migrate.js';
+import { DatabaseUnavailableError, isDatabaseUnavailable, unavailableReason } from './errors.js';
+import { healthRoutes } from './health.js';
+import { formatSchemaErrors } from './http/validation-errors.js';
+import { RulesRepository } from './rules/repository.js';
+import { rulesRoutes } from './rules/routes.js';
+import { SHARED_SCHEMAS } from './rules/schemas.js';
+import { SnapshotCache } from './rules/snapshot-cache.js';
+
+export const VERSION = '0.1.0';
+
+export interface AppDeps {
+  /** an open database to use (the caller closes it); default: opened from `config` and closed with the app */
+  database?: Database;
+  /** skip applying migrations at build (tests of a database that is down) */
+  skipMigrations?: boolean;
+  /** overrides Fastify's logger option (tests pass a stream to read the logs) */
+  logger?: FastifyServerOptions['logger'];
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    database: Database;
+    repository: RulesRepository;
+  }
+}
+
+/**
+ * Bodies are validated strictly (unknown fields rejected, no type coercion); querystring, params and
+ * headers keep Fastify's defaults (`?limit=5` becomes the number 5, `?enabled=true` the boolean).
+ * Fastify's default `removeAdditional: true` would silently drop an unknown body field.
+ */
+const STRICT_BODY_OPTIONS = {
+  coerceTypes: false,
+  removeAdditional: false,
+  useDefaults: false,
+  verbose: true,
+};
+
+function validatorFactory(): NonNullable<
+  NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']
+>['buildValidator'] {
+  const pool = AjvCompiler();
+  return (externalSchemas, ajvOptions) => {
+    const lenient = pool(externalSchemas, ajvOptions);
+    const strict = pool(externalSchemas, {
+      ...ajvOptions,
+      customOptions: { ...ajvOptions?.customOptions, ...STRICT_BODY_OPTIONS },
+    } as Parameters<typeof pool>[1]);
+    return (route) => (route.httpPart === 'body' ? strict(route) : lenient(route));
+  };
+}
+
+function sendError(reply: FastifyReply, statusCode: number, message: string, code?: string) {
+  return reply
+    .code(statusCode)
+    .send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code });
+}
+
+export async function buildApp(config: Config, deps: AppDeps = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger ?? {
+      level: config.logLevel,
+      // Fastify's request serializer logs no headers; this is the guard if one ever does.
+      redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+    },
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    bodyLimit: config.bodyLimitBytes,
+    schemaController: { compilersFactory: { buildValidator: validatorFactory() } },
+    schemaErrorFormatter: formatSchemaErrors,
+    // Keep-alive sockets would otherwise hold `close()` open; in-flight requests still finish.
+    forceCloseConnections: 'idle',
+  });
+
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+
+  const ownsDatabase = deps.database === undefined;
+  const database =
+    deps.database ??
+    (await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      timeoutMs: config.dbTimeoutMs,
+      onPoolError: (err) => app.log.warn({ err }, 'idle database connection failed'),
+    }));
+  try {
+    if (!deps.skipMigrations) {
+      await migrateDatabase(database, {
+        migrationsDir: config.migrationsDir,
+        connectTimeoutMs: Math.max(config.dbTimeoutMs, 5_000),
+      });
+    }
+  } catch (err) {
+    if (ownsDatabase) await database.close().catch(() => undefined);
+    throw err;
+  }
+  if (ownsDatabase) app.addHook('onClose', async () => database.close());
+
+  const repository = new RulesRepository(database);
+  app.decorate('database', database);
+  app.decorate('repository', repository);
+  app.decorateRequest('actor', undefined);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  // Bodies are JSON only: without Fastify's default text/plain parser, other types get 415.
+  // An empty body with `Content-Type: application/json` (a DELETE from a client that always sets
+  // the header) is no body rather than a 400; bodies that are present go through Fastify's parser,
+  // which rejects `__proto__` and `constructor.prototype` keys.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    return parseJson(request, body as string, done);
+  });
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err.validation) return sendError(reply, 400, err.message, 'SLUICE_VALIDATION');
+    if (isDatabaseUnavailable(err)) {
+      request.log.warn({ err }, 'database unavailable');
+      const unavailable = new DatabaseUnavailableError(unavailableReason(err));
+      return sendError(reply, 503, unavailable.message, unavailable.code);
+    }
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      if (err.code?.startsWith('FST_ERR_CTP')) request.log.info({ err }, 'bad request body');
+      return sendError(reply, status, err.message, err.code);
+    }
+    request.log.error({ err }, 'request failed');
+    return sendError(reply, 500, 'internal server error', 'SLUICE_INTERNAL');
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      reply,
+      404,
+      `route ${request.method} ${request.url.split('?')[0]} not found`,
+      'SLUICE_ROUTE_NOT_FOUND',
+    ),
+  );
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Sluice rules API',
+        version: VERSION,
+        description: 'Per-path rate-limit rules for the Sluice gateway (SPEC §2, §3).',
+      },
+      components: {
+        securitySchemes: {
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'ADMIN_TOKEN for everything, READ_TOKEN for GET only',
+          },
+        },
+      },
+      security: [{ bearer: [] }],
+      tags: [
+        { name: 'rules', description: 'rule management' },
+        { name: 'health', description: 'liveness and readiness' },
+      ],
+    },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) =>
+        typeof json.$id === 'string' ? json.$id : `def-${i}`,
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes, { database, timeoutMs: config.dbTimeoutMs });
+  await app.register(rulesRoutes, {
+    repository,
+    snapshots: new SnapshotCache(repository, config.snapshotCacheMs),
+    auth: { adminToken: config.adminToken, readToken: config.readToken, authDisabled: config.authDisabled },
+  });
+
+  return app;
+}

@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.js';
+
+/** The problems `loadConfig` reports for `env`, one line per bad variable. */
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe('loadConfig', () => {
+  it('fills the SPEC defaults', () => {
+    expect(loadConfig({ ADMIN_TOKEN: 'a' })).toEqual({
+      port: 8081,
+      host: '0.0.0.0',
+      databaseUrl: undefined,
+      dataDir: './.data',
+      adminToken: 'a',
+      readToken: undefined,
+      authDisabled: false,
+      logLevel: 'info',
+      bodyLimitBytes: 65_536,
+      snapshotCacheMs: 500,
+      dbTimeoutMs: 2_000,
+      migrationsDir: undefined,
+    });
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      PORT: '9000',
+      HOST: '127.0.0.1',
+      DATABASE_URL: 'postgresql://u:p@db:5432/rules',
+      DATA_DIR: '/var/lib/sluice',
+      ADMIN_TOKEN: 'admin-token',
+      READ_TOKEN: 'read-token',
+      LOG_LEVEL: 'debug',
+      BODY_LIMIT_BYTES: '2048',
+      SNAPSHOT_CACHE_MS: '0',
+      DB_TIMEOUT_MS: '1500',
+      MIGRATIONS_DIR: '/migrations',
+    });
+    expect(config).toMatchObject({
+      port: 9000,
+      host: '127.0.0.1',
+      databaseUrl: 'postgresql://u:p@db:5432/rules',
+      dataDir: '/var/lib/sluice',
+      adminToken: 'admin-token',
+      readToken: 'read-token',
+      logLevel: 'debug',
+      bodyLimitBytes: 2048,
+      snapshotCacheMs: 0,
+      dbTimeoutMs: 1500,
+      migrationsDir: '/migrations',
+    });
+  });
+
+  it('treats empty values as unset', () => {
+    expect(loadConfig({ ADMIN_TOKEN: 'a', PORT: '', DATABASE_URL: ' ' })).toMatchObject({
+      port: 8081,
+      databaseUrl: undefined,
+    });
+  });
+
+  it.each([
+    [{}, 'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)'],
+    [
+      { ADMIN_TOKEN: '' },
+      'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)',
+    ],
+    [{ ADMIN_TOKEN: 'a', PORT: 'http' }, 'PORT must be an integer from 0 to 65535, got "http"'],
+    [{ ADMIN_TOKEN: 'a', PORT: '65536' }, 'PORT must be an integer from 0 to 65535, got "65536"'],
+    [{ ADMIN_TOKEN: 'a', PORT: '-1' }, 'PORT must be an integer from 0 to 65535, got "-1"'],
+    [{ ADMIN_TOKEN: 'a', PORT: '80.5' }, 'PORT must be an integer from 0 to 65535, got "80.5"'],
+    [
+      { ADMIN_TOKEN: 'a', DATABASE_URL: 'mysql://u:p@db/x' },
+      'DATABASE_URL must start with postgres:// or postgresql://, got scheme "mysql:"',
+    ],
+    [
+      { ADMIN_TOKEN: 'a', DATABASE_URL: 'not a url' },
+      'DATABASE_URL must be a URL like postgres://user:password@host:5432/db (it could not be parsed)',
+    ],
+    [
+      { ADMIN_TOKEN: 'a', DATABASE_URL: 'postgres://' },
+      'DATABASE_URL must name a host, e.g. postgres://user:password@host:5432/db',
+    ],
+    [{ ADMIN_TOKEN: 'a', AUTH_DISABLED: 'yes' }, 'AUTH_DISABLED must be true or false, got "yes"'],
+    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'a' }, 'READ_TOKEN must differ from ADMIN_TOKEN'],
+    [{ ADMIN_TOKEN: 'a b' }, 'ADMIN_TOKEN must be printable ASCII without spaces'],
+    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'tök' }, 'READ_TOKEN must be printable ASCII without spaces'],
+    [
+      { ADMIN_TOKEN: 'a', LOG_LEVEL: 'verbose' },
+      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+    ],
+    [
+      { ADMIN_TOKEN: 'a', BODY_LIMIT_BYTES: '10' },
+      'BODY_LIMIT_BYTES must be an integer from 1024 to 16777216, got "10"',
+    ],
+    [
+      { ADMIN_TOKEN: 'a', SNAPSHOT_CACHE_MS: '1s' },
+      'SNAPSHOT_CACHE_MS must be an integer from 0 to 10000, got "1s"',
+    ],
+    [{ ADMIN_TOKEN: 'a', DB_TIMEOUT_MS: '0' }, 'DB_TIMEOUT_MS must be an integer from 100 to 60000, got "0"'],
+  ])('%j → %s', (env, message) => {
+    expect(problems(env)).toEqual([message]);
+  });
+
+  it('reports every bad variable at once, one line each, and never echoes a database password', () => {
+    const lines = problems({ PORT: 'x', DATABASE_URL: 'redis://user:hunter2@cache', LOG_LEVEL: 'x' });
+    expect(lines).toHaveLength(4);
+    expect(lines.join('\n')).not.toContain('hunter2');
+    expect(new ConfigError(lines).message.split('\n').slice(1)).toEqual(lines);
+  });
+
+  it('AUTH_DISABLED=true needs no ADMIN_TOKEN and drops any token given', () => {
+    expect(loadConfig({ AUTH_DISABLED: 'true' })).toMatchObject({
+      authDisabled: true,
+      adminToken: undefined,
+    });
+    expect(loadConfig({ AUTH_DISABLED: 'true', ADMIN_TOKEN: 'a', READ_TOKEN: 'b' })).toMatchObject({
+      adminToken: undefined,
+      readToken: undefined,
+    });
+    expect(loadConfig({ AUTH_DISABLED: 'false', ADMIN_TOKEN: 'a' }).authDisabled).toBe(false);
+  });
+});

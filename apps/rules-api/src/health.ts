@@ -1,0 +1,49 @@
+/** `/healthz` (the process runs) and `/readyz` (the database answers), both without auth. */
+import type { FastifyPluginAsync } from 'fastify';
+import Type from 'typebox';
+import type { Database } from './db/client.js';
+import { unavailableReason } from './errors.js';
+
+export interface HealthRoutesOptions {
+  database: Database;
+  /** how long `/readyz` waits for `SELECT 1`, ms */
+  timeoutMs: number;
+}
+
+const Status = Type.Object({ status: Type.String() });
+
+export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app, { database, timeoutMs }) => {
+  app.get(
+    '/healthz',
+    {
+      schema: { summary: 'Liveness', tags: ['health'], security: [], response: { 200: Status } },
+    },
+    async () => ({ status: 'ok' }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness: 200 when the database answers within the timeout, else 503',
+        tags: ['health'],
+        security: [],
+        response: { 200: Status, 503: Type.Ref('Error', { description: 'the database does not answer' }) },
+      },
+    },
+    async (request, reply) => {
+      try {
+        await database.ping(timeoutMs);
+        return { status: 'ok' };
+      } catch (err) {
+        request.log.warn({ err }, 'readiness check failed');
+        return reply.code(503).send({
+          statusCode: 503,
+          error: 'Service Unavailable',
+          message: `the database is unavailable: ${unavailableReason(err)}`,
+          code: 'SLUICE_DATABASE_UNAVAILABLE',
+        });
+      }
+    },
+  );
+};

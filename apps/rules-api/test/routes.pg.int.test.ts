@@ -1,0 +1,4 @@
+import { describeRoutes } from './routes.suite.js';
+import { postgresBackend } from './support/app.js';
+
+describeRoutes('Postgres', postgresBackend);

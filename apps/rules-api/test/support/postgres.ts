@@ -1,0 +1,49 @@
+/**
+ * A fresh Postgres database per test file (files run in parallel), dropped afterwards. Needs the
+ * Postgres of the test machine: 127.0.0.1:5432, user postgres, trust auth.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export const ADMIN_DATABASE_URL =
+  process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  /** runs one statement on the test database (assertions on tables) */
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]>;
+  drop(): Promise<void>;
+}
+
+async function onAdmin<T>(run: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export function databaseUrl(name: string): string {
+  const url = new URL(ADMIN_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export async function createTestDatabase(prefix = 'sluice_rules'): Promise<TestDatabase> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  await onAdmin((c) => c.query(`CREATE DATABASE "${name}"`));
+  const url = databaseUrl(name);
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  return {
+    name,
+    url,
+    query: async (text, values) => (await pool.query(text, values)).rows,
+    drop: async () => {
+      await pool.end();
+      await onAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    },
+  };
+}
