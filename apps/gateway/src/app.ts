@@ -1,0 +1,224 @@
+/**
+ * Builds one gateway (proxy listener, admin listener, rules cache, store) without listening, so
+ * `server.ts`, the tests and the benchmark all start it the same way:
+ *
+ *   const gateway = buildGateway(loadConfig({ ...env }));
+ *   const { proxyUrl, adminUrl } = await gateway.start(); // listens; rules load in the background
+ *   await gateway.ready();                                // first rule set loaded
+ *   …
+ *   await gateway.close();                                // in-flight requests finish first
+ */
+
+import { STATUS_CODES } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MemoryStore, RedisStore, type Store } from '@sluice/shared';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  LogController,
+} from 'fastify';
+import { fastifyTrustProxy, type GatewayConfig } from './config.js';
+import { DenialCache } from './denial-cache.js';
+import { errorBody } from './errors.js';
+import { GatewayMetrics } from './metrics.js';
+import { registerProxies, rewriteTarget } from './proxy.js';
+import { RateLimiter } from './rate-limit.js';
+import { RulesCache } from './rules-cache.js';
+import { GuardedStore } from './store-policy.js';
+
+/** How long `start()` waits for a first Redis connection before listening anyway, ms. */
+const REDIS_CONNECT_WAIT_MS = 2_000;
+
+export interface GatewayDeps {
+  /** the primary store instead of the one REDIS_URL names (tests); closed with the gateway */
+  store?: Store;
+  /** a logger to use instead of a new pino logger at LOG_LEVEL */
+  logger?: FastifyBaseLogger;
+  /** how long the store's circuit breaker stays open before probing, ms */
+  storeCoolDownMs?: number;
+  /** collect Node process metrics (default true) */
+  defaultMetrics?: boolean;
+}
+
+export interface Gateway {
+  readonly config: GatewayConfig;
+  readonly proxy: FastifyInstance;
+  readonly admin: FastifyInstance;
+  readonly metrics: GatewayMetrics;
+  readonly rules: RulesCache;
+  readonly store: GuardedStore;
+  /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
+  start(): Promise<{ proxyUrl: string; adminUrl: string }>;
+  /** Resolves once the first rule set is loaded (the gateway is ready). */
+  ready(): Promise<void>;
+  /** Stops taking requests, lets in-flight ones finish, then releases everything. Idempotent. */
+  close(): Promise<void>;
+}
+
+export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
+  const proxy = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
+    // one log line per request costs more than the rest of the gateway's work on it
+    logController: new LogController({ disableRequestLogging: true }),
+    requestIdHeader: 'x-request-id',
+    trustProxy: fastifyTrustProxy(config.trustProxy),
+    rewriteUrl: rewriteTarget,
+    bodyLimit: config.bodyLimitBytes,
+    requestTimeout: config.requestTimeoutMs,
+    http: { maxHeaderSize: config.maxHeaderBytes },
+    return503OnClosing: true,
+  });
+  const log = proxy.log;
+  // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
+  // rate-limit hook sends the 100 itself, only to admitted requests.
+  proxy.server.on('checkContinue', (request, response) => proxy.server.emit('request', request, response));
+  const admin = Fastify({
+    loggerInstance: log.child({ listener: 'admin' }),
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+
+  const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
+  const primary = deps.store ?? createPrimaryStore(config, log);
+  const store = new GuardedStore({
+    primary,
+    policy: config.storeFailure,
+    // an in-process primary cannot fail, so it is its own fallback
+    local:
+      primary.kind === 'memory'
+        ? primary
+        : config.storeFailure === 'local'
+          ? new MemoryStore({ maxBuckets: config.localStoreMaxKeys })
+          : undefined,
+    metrics,
+    log,
+    coolDownMs: deps.storeCoolDownMs,
+  });
+  const denials = new DenialCache(config.denialCacheSize);
+  metrics.denialCacheSize = () => denials.size;
+  const limiter = new RateLimiter({
+    store,
+    denials,
+    metrics,
+    trustProxy: config.trustProxy !== false,
+    bodyLimitBytes: config.bodyLimitBytes,
+  });
+  const rules = new RulesCache({
+    rulesApiUrl: config.rulesApiUrl,
+    token: config.rulesApiToken,
+    refresh: config.rulesRefresh,
+    fetchTimeoutMs: config.rulesFetchTimeoutMs,
+    metrics,
+    log,
+    onChange: (snapshot) => limiter.setRuleSet(snapshot),
+  });
+
+  proxy.addHook('onRequest', limiter.onRequest);
+  proxy.setErrorHandler((error: FastifyError, request, reply) => {
+    const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
+    if (statusCode >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
+      return;
+    }
+    reply.code(statusCode).send({
+      statusCode,
+      error: STATUS_CODES[statusCode] ?? 'Error',
+      message: error.message,
+      code: error.code ?? 'SLUICE_BAD_REQUEST',
+    });
+  });
+  const proxyRoutes = registerProxies(proxy, {
+    upstreams: config.upstreams,
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    bodyLimitBytes: config.bodyLimitBytes,
+    metrics,
+  });
+
+  let closing = false;
+  admin.get('/healthz', async () => ({ status: 'ok' }));
+  admin.get('/readyz', async (_request, reply) => {
+    const current = rules.current;
+    if (closing || current === undefined) {
+      reply.code(503);
+      return { status: closing ? 'closing' : 'loading rules', rulesVersion: null };
+    }
+    return { status: 'ready', rulesVersion: current.version, rules: current.compiled.size };
+  });
+  admin.get('/metrics', async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+
+  let closed: Promise<void> | undefined;
+  const gateway: Gateway = {
+    config,
+    proxy,
+    admin,
+    metrics,
+    rules,
+    store,
+    async start() {
+      await proxyRoutes;
+      rules.start();
+      if (primary instanceof RedisStore) {
+        // Give Redis a moment to connect, so the first requests are not decided by the failure policy.
+        // A Redis that is down is not fatal: the policy decides until it comes back.
+        await primary.ready(REDIS_CONNECT_WAIT_MS).catch((error: unknown) => {
+          log.warn(
+            { err: error },
+            `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
+          );
+        });
+      }
+      await admin.listen({ port: config.adminPort, host: config.host });
+      await proxy.listen({ port: config.port, host: config.host });
+      return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
+    },
+    ready: () => rules.whenLoaded(),
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        await proxyRoutes.catch(() => {});
+        await proxy.close();
+        await rules.stop();
+        await store.close();
+        await admin.close();
+      })();
+      return closed;
+    },
+  };
+  return gateway;
+}
+
+function createPrimaryStore(config: GatewayConfig, log: FastifyBaseLogger): Store {
+  if (config.redisUrl === undefined) {
+    log.warn(
+      'REDIS_URL is not set: limits are kept in this process only. Each gateway replica enforces its own ' +
+        'limits (N replicas admit N times the limit). Set REDIS_URL to share them.',
+    );
+    return new MemoryStore({ maxBuckets: config.localStoreMaxKeys });
+  }
+  const store = new RedisStore(config.redisUrl, {
+    keyPrefix: config.redisKeyPrefix,
+    commandTimeoutMs: config.storeTimeoutMs,
+    autoPipelining: true,
+  });
+  let connected = false;
+  store.client.on('ready', () => {
+    connected = true;
+    log.info('connected to Redis');
+  });
+  store.client.on('close', () => {
+    if (!connected) return;
+    connected = false;
+    log.warn('lost the connection to Redis; reconnecting');
+  });
+  return store;
+}
+
+function listeningUrl(app: FastifyInstance): string {
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}

@@ -1,0 +1,66 @@
+import { createHash } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { boundedKey, headerClientKey, ipClientKey, MAX_CLIENT_KEY_BYTES, parseIPv6 } from './client-key.js';
+
+describe('ipClientKey', () => {
+  it('keeps IPv4 as is and maps IPv4-mapped IPv6 to IPv4', () => {
+    expect(ipClientKey('203.0.113.7')).toBe('ip:203.0.113.7');
+    expect(ipClientKey('::ffff:203.0.113.7')).toBe('ip:203.0.113.7');
+    expect(ipClientKey('::FFFF:cb00:7107')).toBe('ip:203.0.113.7');
+  });
+
+  it('keys IPv6 by its /64, whatever the spelling', () => {
+    const key = 'ip:2001:db8:1:2::/64';
+    expect(ipClientKey('2001:db8:1:2::1')).toBe(key);
+    expect(ipClientKey('2001:0DB8:0001:0002:aaaa:bbbb:cccc:dddd')).toBe(key);
+    expect(ipClientKey('2001:db8:1:2:0:0:0:0')).toBe(key);
+    expect(ipClientKey('[2001:db8:1:2::9]')).toBe(key);
+    expect(ipClientKey('2001:db8:1:2::1.2.3.4')).toBe(key);
+    expect(ipClientKey('fe80::1%eth0')).toBe('ip:fe80:0:0:0::/64');
+    expect(ipClientKey('::1')).toBe('ip:0:0:0:0::/64');
+    expect(ipClientKey('2001:db8:1:3::1')).not.toBe(key);
+    expect(ipClientKey('2001:db8::')).toBe('ip:2001:db8:0:0::/64');
+  });
+
+  it('keeps what is not an address (a trusted proxy sent garbage) but bounds it', () => {
+    expect(ipClientKey('unknown')).toBe('ip:unknown');
+    expect(ipClientKey('1::2::3')).toBe('ip:1::2::3');
+    expect(ipClientKey(undefined)).toBe('ip:unknown');
+    expect(ipClientKey(`x:${'a'.repeat(400)}`)).toMatch(/^sha256:/);
+  });
+
+  it('agrees with a reference expansion on random addresses', () => {
+    fc.assert(
+      fc.property(fc.ipV6(), (address) => {
+        const groups = parseIPv6(address);
+        expect(groups).toHaveLength(8);
+        // two spellings of the same address give the same key
+        const full = groups!.map((g) => g.toString(16).padStart(4, '0')).join(':');
+        expect(ipClientKey(full)).toBe(ipClientKey(address));
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('header and size bounds', () => {
+  it('prefixes header values and treats empty as absent', () => {
+    expect(headerClientKey('alpha')).toBe('h:alpha');
+    expect(headerClientKey(['first', 'second'])).toBe('h:first');
+    expect(headerClientKey('')).toBeUndefined();
+    expect(headerClientKey(undefined)).toBeUndefined();
+  });
+
+  it('hashes keys longer than 256 bytes, counting bytes, not characters', () => {
+    const exact = `h:${'a'.repeat(MAX_CLIENT_KEY_BYTES - 2)}`;
+    expect(boundedKey(exact)).toBe(exact);
+    const over = `${exact}a`;
+    expect(boundedKey(over)).toBe(`sha256:${createHash('sha256').update(over).digest('base64url')}`);
+    // 100 two-byte characters: 100 characters but 202 bytes with the prefix: kept
+    const wide = `h:${'é'.repeat(100)}`;
+    expect(boundedKey(wide)).toBe(wide);
+    // 130 of them: 262 bytes: hashed
+    expect(boundedKey(`h:${'é'.repeat(130)}`)).toMatch(/^sha256:[A-Za-z0-9_-]{43}$/);
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * Who a request is from, as a bucket key (SPEC §2 `client.by`, §4 "Client identity").
+ *
+ * Keys carry a kind prefix so the kinds can never collide: `ip:203.0.113.7`, `ip:2001:db8:1:2::/64`,
+ * `h:<header value>`, `global`. A header rule's request without the header is keyed `ip:…`, exactly like
+ * an ip rule. Keys longer than 256 bytes are replaced by `sha256:<base64url digest>`.
+ */
+import { createHash } from 'node:crypto';
+import type { Socket } from 'node:net';
+
+/** Longest client key kept verbatim, in bytes (SPEC §4). */
+export const MAX_CLIENT_KEY_BYTES = 256;
+export const GLOBAL_CLIENT_KEY = 'global';
+
+/** The ip key of a socket peer never changes, so it is computed once per connection. */
+const kSocketIpKey = Symbol('sluice.socketIpKey');
+type KeyedSocket = Socket & { [kSocketIpKey]?: string };
+
+/** Bounds a key's size: keys over MAX_CLIENT_KEY_BYTES are hashed. */
+export function boundedKey(key: string): string {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings need no byte count.
+  if (key.length * 3 <= MAX_CLIENT_KEY_BYTES || Buffer.byteLength(key) <= MAX_CLIENT_KEY_BYTES) return key;
+  return `sha256:${createHash('sha256').update(key).digest('base64url')}`;
+}
+
+/** `ip:<address>`: IPv4 as is, IPv4-mapped IPv6 as IPv4, other IPv6 as its /64 prefix. */
+export function ipClientKey(address: string | undefined): string {
+  if (address === undefined || address === '') return 'ip:unknown';
+  if (address.indexOf(':') === -1) return boundedKey(`ip:${address}`);
+  const groups = parseIPv6(address);
+  if (groups === undefined) return boundedKey(`ip:${address}`);
+  if (
+    groups[0] === 0 &&
+    groups[1] === 0 &&
+    groups[2] === 0 &&
+    groups[3] === 0 &&
+    groups[4] === 0 &&
+    groups[5] === 0xffff
+  ) {
+    const hi = groups[6]!;
+    const lo = groups[7]!;
+    return `ip:${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+  }
+  return `ip:${groups[0]!.toString(16)}:${groups[1]!.toString(16)}:${groups[2]!.toString(16)}:${groups[3]!.toString(16)}::/64`;
+}
+
+/** The ip key of the socket peer, cached on the socket. */
+export function socketIpKey(socket: Socket): string {
+  const keyed = socket as KeyedSocket;
+  let key = keyed[kSocketIpKey];
+  if (key === undefined) {
+    key = ipClientKey(socket.remoteAddress);
+    keyed[kSocketIpKey] = key;
+  }
+  return key;
+}
+
+/** `h:<value>` for a header value (as Node presents it: duplicates joined by ", "), else undefined. */
+export function headerClientKey(value: string | string[] | undefined): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  if (first === undefined || first === '') return undefined;
+  return boundedKey(`h:${first}`);
+}
+
+/**
+ * The eight 16-bit groups of an IPv6 address (zone id dropped; embedded IPv4 allowed), or undefined
+ * when it is not one.
+ */
+export function parseIPv6(input: string): number[] | undefined {
+  let text = input;
+  const zone = text.indexOf('%');
+  if (zone !== -1) text = text.slice(0, zone);
+  if (text.startsWith('[') && text.endsWith(']')) text = text.slice(1, -1);
+  let tail: number[] = [];
+  const lastColon = text.lastIndexOf(':');
+  if (text.indexOf('.', lastColon) !== -1) {
+    const v4 = text.slice(lastColon + 1).split('.');
+    if (v4.length !== 4) return undefined;
+    const bytes = v4.map((b) => (/^\d{1,3}$/.test(b) ? Number(b) : 256));
+    if (bytes.some((b) => b > 255)) return undefined;
+    tail = [(bytes[0]! << 8) | bytes[1]!, (bytes[2]! << 8) | bytes[3]!];
+    // `::ffff:1.2.3.4` → `::ffff`, `::1.2.3.4` → `::`, `1:2:3:4:5:6:1.2.3.4` → `1:2:3:4:5:6`
+    text = text.slice(0, lastColon + 1);
+    if (!text.endsWith('::')) text = text.slice(0, -1);
+  }
+  const parseGroups = (part: string): number[] | undefined => {
+    if (part === '') return [];
+    const out: number[] = [];
+    for (const g of part.split(':')) {
+      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
+      out.push(Number.parseInt(g, 16));
+    }
+    return out;
+  };
+  const want = 8 - tail.length;
+  const double = text.indexOf('::');
+  let groups: number[];
+  if (double === -1) {
+    const all = parseGroups(text);
+    if (all === undefined || all.length !== want) return undefined;
+    groups = all;
+  } else {
+    if (text.indexOf('::', double + 1) !== -1) return undefined;
+    const head = parseGroups(text.slice(0, double));
+    const rest = parseGroups(text.slice(double + 2));
+    if (head === undefined || rest === undefined || head.length + rest.length >= want) return undefined;
+    groups = [...head, ...new Array<number>(want - head.length - rest.length).fill(0), ...rest];
+  }
+  return [...groups, ...tail];
+}

@@ -1,0 +1,41 @@
+/**
+ * Boot only: environment → config (one line per bad variable, exit 1), build, listen, and on
+ * SIGTERM/SIGINT stop taking requests and let in-flight ones finish (up to SHUTDOWN_TIMEOUT_MS).
+ */
+import closeWithGrace from 'close-with-grace';
+import { buildGateway } from './app.js';
+import { ConfigError, type GatewayConfig, loadConfig } from './config.js';
+
+let config: GatewayConfig;
+try {
+  config = loadConfig(process.env);
+} catch (error) {
+  if (error instanceof ConfigError) {
+    // One plain line per bad variable, like the rules API: there is no logger before a config.
+    for (const problem of error.problems) process.stderr.write(`${problem}\n`);
+    process.exit(1);
+  }
+  throw error;
+}
+
+const gateway = buildGateway(config);
+const log = gateway.proxy.log;
+
+closeWithGrace({ delay: config.shutdownTimeoutMs }, async ({ signal, err }) => {
+  if (err) log.error({ err }, 'stopping after an unexpected error');
+  else log.info({ signal }, 'stopping: finishing in-flight requests');
+  await gateway.close();
+  log.info('stopped');
+});
+
+try {
+  const { proxyUrl, adminUrl } = await gateway.start();
+  log.info(
+    { proxy: proxyUrl, admin: adminUrl, upstreams: config.upstreams, rulesApi: config.rulesApiUrl },
+    'gateway listening',
+  );
+} catch (error) {
+  log.fatal({ err: error }, 'gateway failed to start');
+  await gateway.close().catch(() => {});
+  process.exit(1);
+}

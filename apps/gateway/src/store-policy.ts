@@ -1,0 +1,179 @@
+/**
+ * The store as the request path sees it: the primary store (Redis) behind a circuit breaker, with
+ * the `STORE_FAILURE` policy deciding whenever the store cannot (SPEC §1, §4 "Store failure").
+ *
+ * - `local`: the same bucket arithmetic in an in-process store of this gateway;
+ * - `open`: admit (OPEN_DECISION);
+ * - `closed`: refuse with 503 (UNAVAILABLE_DECISION).
+ *
+ * The breaker: after FAILURES_TO_OPEN consecutive failures it opens and every decision goes straight
+ * to the policy, without touching the dead store, for a cool-down; then it lets ONE probe decision
+ * through (half-open). The probe's success closes the breaker; its failure opens it for another
+ * cool-down. A failure is either a store error (no connection: instant with ioredis'
+ * `enableOfflineQueue: false`) or no answer within STORE_TIMEOUT_MS (ioredis' `commandTimeout`),
+ * so no request ever waits longer than the timeout. State changes are logged once, not per request.
+ */
+import type { Decision, DecisionRequest, Store } from '@sluice/shared';
+import type { FastifyBaseLogger } from 'fastify';
+import type { StoreFailurePolicy } from './config.js';
+import type { BreakerStateValue, GatewayMetrics } from './metrics.js';
+
+/** Admit without a decision (policy `open`); the gateway sends no RateLimit header with it. */
+export const OPEN_DECISION: Decision = Object.freeze({
+  allowed: true,
+  balance: Number.NaN,
+  retryAfterMs: 0,
+  fullInMs: 0,
+});
+/** Refuse with 503 (policy `closed`). */
+export const UNAVAILABLE_DECISION: Decision = Object.freeze({
+  allowed: false,
+  balance: Number.NaN,
+  retryAfterMs: 1000,
+  fullInMs: 0,
+});
+
+/** Consecutive failures that open the breaker. */
+export const FAILURES_TO_OPEN = 3;
+/** How long an open breaker keeps the store out before one probe, in ms. */
+export const DEFAULT_COOL_DOWN_MS = 1_000;
+
+type BreakerState = 'closed' | 'open' | 'half-open';
+const STATE_VALUE: Record<BreakerState, BreakerStateValue> = { closed: 0, open: 1, 'half-open': 2 };
+
+export interface GuardedStoreOptions {
+  primary: Store;
+  policy: StoreFailurePolicy;
+  /** the in-process store for policy `local` */
+  local: Store | undefined;
+  metrics: GatewayMetrics;
+  log: FastifyBaseLogger;
+  coolDownMs?: number;
+}
+
+/** What a decision came from, for the latency histogram and for tests. */
+export type DecisionSource = 'store' | 'fallback';
+
+export class GuardedStore {
+  readonly #primary: Store;
+  readonly #policy: StoreFailurePolicy;
+  readonly #local: Store | undefined;
+  readonly #metrics: GatewayMetrics;
+  readonly #log: FastifyBaseLogger;
+  readonly #coolDownMs: number;
+  readonly #latencyPrimary;
+  readonly #latencyLocal;
+  readonly #fallbackCounter;
+  readonly #errorsTimeout;
+  readonly #errorsOther;
+
+  #state: BreakerState = 'closed';
+  #consecutiveFailures = 0;
+  /** monotonic ms when an open breaker lets its next probe through */
+  #probeAtMs = 0;
+  #probeInFlight = false;
+  readonly #fallbackDecisions = new WeakSet<Decision>();
+
+  constructor(options: GuardedStoreOptions) {
+    this.#primary = options.primary;
+    this.#policy = options.policy;
+    this.#local = options.local;
+    this.#metrics = options.metrics;
+    this.#log = options.log;
+    this.#coolDownMs = options.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
+    this.#latencyPrimary = options.metrics.decisionSeconds.labels(options.primary.kind);
+    this.#latencyLocal = options.metrics.decisionSeconds.labels('local');
+    this.#fallbackCounter = options.metrics.storeFallbacks.labels(options.policy);
+    this.#errorsTimeout = options.metrics.storeErrors.labels('timeout');
+    this.#errorsOther = options.metrics.storeErrors.labels('error');
+    if (this.#policy === 'local' && this.#local === undefined) {
+      throw new Error('STORE_FAILURE=local needs an in-process store');
+    }
+  }
+
+  get breakerState(): BreakerState {
+    return this.#state;
+  }
+
+  /** A decision from the store, or from the policy when the store fails or the breaker is open. */
+  decide(request: DecisionRequest): Promise<Decision> {
+    if (this.#state !== 'closed') {
+      if (this.#probeInFlight || performance.now() < this.#probeAtMs) return this.#fallback(request);
+      this.#probeInFlight = true;
+      this.#setState('half-open');
+    }
+    const startedAt = performance.now();
+    return this.#primary.decide(request).then(
+      (decision) => {
+        this.#latencyPrimary.observe((performance.now() - startedAt) / 1000);
+        if (this.#state !== 'closed' || this.#consecutiveFailures !== 0) this.#onSuccess();
+        return decision;
+      },
+      (error: unknown) => {
+        this.#onFailure(error);
+        return this.#fallback(request);
+      },
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.#primary.close();
+    if (this.#local !== this.#primary) await this.#local?.close();
+  }
+
+  #fallback(request: DecisionRequest): Promise<Decision> {
+    this.#fallbackCounter.inc();
+    if (this.#policy === 'open') return Promise.resolve(OPEN_DECISION);
+    if (this.#policy === 'closed') return Promise.resolve(UNAVAILABLE_DECISION);
+    const startedAt = performance.now();
+    return this.#local!.decide(request).then((decision) => {
+      this.#latencyLocal.observe((performance.now() - startedAt) / 1000);
+      if (this.#local !== this.#primary) this.#fallbackDecisions.add(decision);
+      return decision;
+    });
+  }
+
+  /**
+   * True for a decision the failure policy took instead of the store. Its denials are not the store's
+   * word, so the denial cache must not remember them past the store's return.
+   */
+  isFallback(decision: Decision): boolean {
+    return (
+      decision === OPEN_DECISION || decision === UNAVAILABLE_DECISION || this.#fallbackDecisions.has(decision)
+    );
+  }
+
+  #onSuccess(): void {
+    this.#consecutiveFailures = 0;
+    this.#probeInFlight = false;
+    if (this.#state !== 'closed') {
+      this.#setState('closed');
+      this.#log.info({ store: this.#primary.kind }, 'store answers again: decisions are back on the store');
+    }
+  }
+
+  #onFailure(error: unknown): void {
+    const code = (error as { code?: string } | undefined)?.code;
+    if (code === 'STORE_TIMEOUT') this.#errorsTimeout.inc();
+    else this.#errorsOther.inc();
+    this.#consecutiveFailures++;
+    const wasProbe = this.#state === 'half-open';
+    this.#probeInFlight = false;
+    if (wasProbe || (this.#state === 'closed' && this.#consecutiveFailures >= FAILURES_TO_OPEN)) {
+      this.#probeAtMs = performance.now() + this.#coolDownMs;
+      if (!wasProbe) {
+        this.#log.error(
+          { store: this.#primary.kind, policy: this.#policy, err: error },
+          `store failing: STORE_FAILURE=${this.#policy} decides until it answers again`,
+        );
+      }
+      this.#setState('open');
+    }
+  }
+
+  #setState(state: BreakerState): void {
+    if (this.#state === state) return;
+    this.#state = state;
+    this.#metrics.breakerState.set(STATE_VALUE[state]);
+  }
+}

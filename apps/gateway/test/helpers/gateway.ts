@@ -1,0 +1,75 @@
+/** A gateway built in-process the way server.ts builds it, on port 0, with a fast rules refresh. */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { buildGateway, type Gateway, type GatewayDeps } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+
+export interface RunningGateway {
+  gateway: Gateway;
+  url: string;
+  port: number;
+  adminUrl: string;
+  close(): Promise<void>;
+}
+
+/** A Redis key prefix no other test file uses. */
+export function uniqueKeyPrefix(name: string): string {
+  return `sluice-test:${name}:${randomBytes(4).toString('hex')}:`;
+}
+
+export async function startGateway(
+  env: Record<string, string | undefined>,
+  deps: GatewayDeps = {},
+  options: { waitReady?: boolean } = {},
+): Promise<RunningGateway> {
+  const config = loadConfig({
+    PORT: '0',
+    ADMIN_PORT: '0',
+    HOST: '127.0.0.1',
+    RULES_REFRESH: '* * * * * *',
+    LOG_LEVEL: process.env.GATEWAY_TEST_LOG ?? 'silent',
+    ...env,
+  });
+  const gateway = buildGateway(config, {
+    defaultMetrics: false,
+    ...deps,
+  });
+  const { proxyUrl, adminUrl } = await gateway.start();
+  if (options.waitReady !== false) await gateway.ready();
+  return {
+    gateway,
+    url: proxyUrl,
+    port: Number(new URL(proxyUrl).port),
+    adminUrl,
+    close: async () => {
+      await gateway.close();
+      if (config.redisUrl && config.redisKeyPrefix.startsWith('sluice-test:')) {
+        await deleteKeys(config.redisUrl, config.redisKeyPrefix).catch(() => {});
+      }
+    },
+  };
+}
+
+/** The value of one sample of `/metrics`, e.g. metricValue(text, 'sluice_requests_total', { rule: 'a', decision: 'denied' }). */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const rest = line.slice(name.length);
+    if (rest[0] !== ' ' && rest[0] !== '{') continue;
+    const ok = Object.entries(labels).every(([k, v]) => rest.includes(`${k}="${v}"`));
+    if (ok) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return Number.NaN;
+}
+
+/** Removes what a test left in a shared Redis (buckets expire by themselves, but up to an hour later). */
+async function deleteKeys(redisUrl: string, prefix: string): Promise<void> {
+  const client = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0 });
+  try {
+    await client.connect();
+    const keys = await client.keys(`${prefix}*`);
+    if (keys.length > 0) await client.del(...keys);
+  } finally {
+    client.disconnect();
+  }
+}
