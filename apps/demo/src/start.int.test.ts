@@ -1,0 +1,207 @@
+/**
+ * Runs the demo the way `pnpm start` does (`node apps/demo/dist/start.js` after `pnpm build`) on free
+ * ports and a temporary DATA_DIR: a 200 then a 429 through the gateway, a clean stop on SIGTERM, and a
+ * restart that finds its rules, token and edits again without duplicating anything.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Rule } from '@sluice/shared';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { repositoryRoot } from './services.js';
+
+const ROOT = repositoryRoot();
+const READY_LINE = 'Ready. Ctrl-C stops everything.';
+
+interface RunningDemo {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  waitFor: (text: string, timeoutMs: number) => Promise<void>;
+}
+
+function runDemo(dataDir: string, env: Record<string, string> = {}): RunningDemo {
+  const inherited = { ...process.env };
+  for (const name of ['ADMIN_TOKEN', 'READ_TOKEN', 'DATABASE_URL', 'REDIS_URL', 'LOG_LEVEL', 'PORT']) {
+    delete inherited[name];
+  }
+  const child = spawn(process.execPath, ['apps/demo/dist/start.js'], {
+    cwd: ROOT,
+    env: {
+      ...inherited,
+      NO_COLOR: '1',
+      DATA_DIR: dataDir,
+      DEMO_GATEWAY_PORT: '0',
+      DEMO_ADMIN_PORT: '0',
+      DEMO_RULES_API_PORT: '0',
+      DEMO_UPSTREAM_PORT: '0',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    output += d;
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    output += d;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const waitFor = async (text: string, timeoutMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!output.includes(text)) {
+      if (child.exitCode !== null)
+        throw new Error(`demo exited ${child.exitCode} before "${text}":\n${output}`);
+      if (Date.now() > deadline) throw new Error(`no "${text}" after ${timeoutMs} ms:\n${output}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  running.push(child);
+  return { child, output: () => output, exited, waitFor };
+}
+
+/** The value printed after a banner label, e.g. `Gateway        http://…`. */
+function printed(output: string, label: string): string {
+  const match = new RegExp(`^ {2}${label} +(\\S+)`, 'm').exec(output);
+  if (!match) throw new Error(`no "${label}" line in:\n${output}`);
+  return match[1]!;
+}
+
+async function stopDemo(demo: RunningDemo): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  demo.child.kill('SIGTERM');
+  const timeout = new Promise<never>((_, reject) =>
+    setTimeout(() => reject(new Error(`demo did not stop within 20 s:\n${demo.output()}`)), 20_000),
+  );
+  return Promise.race([demo.exited, timeout]);
+}
+
+const running: ChildProcess[] = [];
+let dataDir: string;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'sluice-demo-'));
+});
+
+afterAll(async () => {
+  for (const child of running)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+let firstToken = '';
+
+it('starts everything, gets a 200 then a 429 through the gateway, and stops cleanly on SIGTERM', async () => {
+  const demo = runDemo(dataDir);
+  await demo.waitFor(READY_LINE, 90_000);
+  const out = demo.output();
+  const gateway = printed(out, 'Gateway');
+  const rulesApi = printed(out, 'Rules API');
+  const adminUrl = printed(out, 'Gateway admin');
+  firstToken = printed(out, 'Admin token');
+  expect(out).toMatch(
+    /Demo rules +created demo-expensive, demo-global, demo-per-ip, demo-per-key, demo-shadow/,
+  );
+
+  const ok = await fetch(`${gateway}/api/hello`);
+  expect(ok.status).toBe(200);
+  expect(ok.headers.get('ratelimit-policy')).toBe('"demo-per-ip";q=5;w=60');
+  expect(await ok.json()).toMatchObject({ upstream: 'demo-upstream', method: 'GET', path: '/api/hello' });
+
+  let denied: Response | undefined;
+  for (let i = 0; i < 10 && !denied; i++) {
+    const res = await fetch(`${gateway}/api/hello`);
+    if (res.status === 429) denied = res;
+    else await res.body?.cancel();
+  }
+  expect(denied?.status).toBe(429);
+  expect(Number(denied!.headers.get('retry-after'))).toBeGreaterThan(0);
+  expect(await denied!.json()).toMatchObject({ statusCode: 429, rule: 'demo-per-ip' });
+  expect((await fetch(`${adminUrl}/metrics`)).status).toBe(200);
+
+  // an edit over REST, which the restart below must keep
+  const auth = { authorization: `Bearer ${firstToken}` };
+  const rules = ((await (await fetch(`${rulesApi}/rules`, { headers: auth })).json()) as { items: Rule[] })
+    .items;
+  const shadow = rules.find((r) => r.name === 'demo-shadow')!;
+  const put = await fetch(`${rulesApi}/rules/${shadow.id}`, {
+    method: 'PUT',
+    headers: { ...auth, 'content-type': 'application/json', 'if-match': `"${shadow.version}"` },
+    body: JSON.stringify({
+      name: shadow.name,
+      match: shadow.match,
+      limit: { ...shadow.limit, capacity: 4 },
+      shadow: true,
+    }),
+  });
+  expect(put.status).toBe(200);
+
+  const status = await stopDemo(demo);
+  expect(status).toEqual({ code: 0, signal: null });
+  expect(demo.output()).toContain('Stopped.');
+  await expect(fetch(`${gateway}/api/hello`)).rejects.toThrow();
+  await expect(fetch(`${rulesApi}/readyz`)).rejects.toThrow();
+}, 150_000);
+
+it('restarts on the same DATA_DIR with the same token and rules, edits kept, nothing duplicated', async () => {
+  expect(firstToken).not.toBe('');
+  const demo = runDemo(dataDir);
+  await demo.waitFor(READY_LINE, 90_000);
+  const out = demo.output();
+  expect(printed(out, 'Admin token')).toBe(firstToken);
+  expect(out).toMatch(/Demo rules +5 rules already there, kept as they are/);
+  const rulesApi = printed(out, 'Rules API');
+  const rules = (
+    (await (
+      await fetch(`${rulesApi}/rules`, { headers: { authorization: `Bearer ${firstToken}` } })
+    ).json()) as {
+      items: Rule[];
+    }
+  ).items;
+  expect(rules.map((r) => r.name)).toEqual([
+    'demo-expensive',
+    'demo-global',
+    'demo-per-ip',
+    'demo-per-key',
+    'demo-shadow',
+  ]);
+  expect(rules.find((r) => r.name === 'demo-shadow')).toMatchObject({ limit: { capacity: 4 }, version: 2 });
+
+  // the docker-compose `seed` service runs this very command against the rules API
+  const seed = spawn(
+    process.execPath,
+    ['apps/cli/dist/rules.js', 'apply', '--create-only', 'apps/demo/demo-rules.yaml'],
+    {
+      cwd: ROOT,
+      env: { ...process.env, RULES_API_URL: rulesApi, RULES_API_TOKEN: firstToken },
+    },
+  );
+  let seedOut = '';
+  seed.stdout.on('data', (d: Buffer) => {
+    seedOut += d;
+  });
+  const seedCode = await new Promise<number | null>((resolve) => seed.once('exit', resolve));
+  expect(seedCode).toBe(0);
+  expect(seedOut).toContain('Nothing to do.');
+
+  expect(await stopDemo(demo)).toEqual({ code: 0, signal: null });
+}, 150_000);
+
+it('refuses a port that is taken, naming the variable to change', async () => {
+  const blocker: Server = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const port = (blocker.address() as { port: number }).port;
+  try {
+    const demo = runDemo(dataDir, { DEMO_GATEWAY_PORT: String(port) });
+    const status = await demo.exited;
+    expect(status.code).toBe(1);
+    expect(demo.output()).toContain(
+      `port ${port} on 127.0.0.1 is in use: set DEMO_GATEWAY_PORT to another port, or to 0 for any free port`,
+    );
+  } finally {
+    blocker.close();
+  }
+});
