@@ -8,7 +8,7 @@
 ARG NODE_IMAGE=node:20-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
-# keep in step with "packageManager" in package.json
+# the pnpm major CI and the README use (pnpm 10); pinned so image builds are reproducible
 ARG PNPM_VERSION=10.34.9
 ENV CI=true
 RUN npm install --global pnpm@${PNPM_VERSION}
