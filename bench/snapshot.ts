@@ -2,11 +2,12 @@
 // gateway poll gets (with the in-memory version cache, and with it off: one tiny query per poll).
 // The rules API runs as its own process pinned to CPU 0; autocannon (10 connections, pipelining 1)
 // runs here. Run alone: node --conditions=sluice-source --import tsx bench/snapshot.ts
+
+import { createTestDatabase } from '@sluice/test-support';
 import autocannon from 'autocannon';
 import { openDatabase } from '../apps/rules-api/src/db/client.js';
 import { migrateDatabase } from '../apps/rules-api/src/db/migrate.js';
 import { RulesRepository } from '../apps/rules-api/src/rules/repository.js';
-import { createTestDatabase } from '../apps/rules-api/test/support/postgres.js';
 import { freePort, httpOk, type Started, startPinned } from './_lib/processes.js';
 
 const RULES = 10_000;

@@ -1,9 +1,9 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@sluice/test-support';
 import { expect, it } from 'vitest';
 import { EXIT, runCli, USAGE } from './cli.js';
-import { freePort } from './test-rules-api.js';
 
 async function run(args: string[], env: Record<string, string> = {}) {
   let stdout = '';

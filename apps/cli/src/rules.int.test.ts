@@ -7,11 +7,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Rule, RuleInput } from '@sluice/shared';
+import { REPO_ROOT, startRulesApi, type TestRulesApi } from '@sluice/test-support';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { type CliIo, EXIT, runCli } from './cli.js';
 import { RulesApiClient } from './client.js';
-import { REPO_ROOT, startRulesApi, type TestRulesApi } from './test-rules-api.js';
 
 let api: TestRulesApi;
 let client: RulesApiClient;

@@ -3,10 +3,10 @@
  * gateways built in-process on port 0. Each rule has a path of its own, so tests do not share buckets.
  */
 import { connect } from 'node:net';
+import { freePort, sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http, rawHttp } from './helpers/http.js';
-import { freePort, sleep, waitFor } from './helpers/ports.js';
 import { READ_TOKEN, type RulesApi, type StoredRule, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 

@@ -2,10 +2,11 @@
  * The rules cache when the rules API is away (SPEC §4 "Rules cache"): not ready (and nothing
  * proxied) before the first snapshot; the last good rules keep being enforced after it dies.
  */
+
+import { freePort, sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
-import { freePort, sleep, waitFor } from './helpers/ports.js';
 import { READ_TOKEN, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 

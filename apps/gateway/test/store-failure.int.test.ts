@@ -3,11 +3,11 @@
  * on its own port and kills, freezes and restarts.
  */
 import { Agent } from 'node:http';
+import { freePort, sleep, waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
-import { freePort, sleep, waitFor } from './helpers/ports.js';
 import { type RedisProcess, startRedisServer } from './helpers/redis.js';
 import { READ_TOKEN, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';

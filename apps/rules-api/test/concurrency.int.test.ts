@@ -4,10 +4,10 @@
  * across two replicas of the API on the same database.
  */
 import type { Rule } from '@sluice/shared';
+import { createTestDatabase, type TestDatabase } from '@sluice/test-support';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, admin, ruleInput, startApp } from './support/app.js';
-import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 
 let db: TestDatabase;
 let replicaA: FastifyInstance;

@@ -3,10 +3,11 @@
  * (2 s), never hang, and the API recovers by itself when the database is back. The elapsed-time
  * bounds are generous: this is a hang check, not a performance assertion.
  */
+
+import { createTestDatabase, databaseUrl, type TestDatabase } from '@sluice/test-support';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, expectError, ruleInput, startApp } from './support/app.js';
-import { createTestDatabase, databaseUrl, type TestDatabase } from './support/postgres.js';
 import { closedPort, TcpProxy } from './support/tcp-proxy.js';
 
 /** Default DB_TIMEOUT_MS is 2,000 ms; allow slack for a busy machine. */

@@ -7,11 +7,11 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createTestDatabase, type TestDatabase } from '@sluice/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/client.js';
 import { defaultMigrationsDir, MigrationError, migrateDatabase } from '../src/db/migrate.js';
 import { admin, ruleInput, startApp } from './support/app.js';
-import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const journal = JSON.parse(await readFile(path.join(defaultMigrationsDir(), 'meta/_journal.json'), 'utf8'));

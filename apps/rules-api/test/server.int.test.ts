@@ -5,9 +5,9 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { createTestDatabase, type TestDatabase } from '@sluice/test-support';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, READ_TOKEN, ruleInput } from './support/app.js';
-import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const children: ChildProcessWithoutNullStreams[] = [];

@@ -1,7 +1,7 @@
 /** A redis-server child process on a port of its own, for tests that kill Redis and bring it back. */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createConnection } from 'node:net';
-import { freePort, waitFor } from './ports.js';
+import { freePort, waitFor } from '@sluice/test-support';
 
 export interface RedisProcess {
   url: string;

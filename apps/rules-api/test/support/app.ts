@@ -3,11 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RuleInput } from '@sluice/shared';
+import { createTestDatabase } from '@sluice/test-support';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
 import { type AppDeps, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
-import { createTestDatabase } from './postgres.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const READ_TOKEN = 'test-read-token-9876543210';

@@ -15,7 +15,7 @@ export function freePort(): Promise<number> {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Polls `check` until it returns true or `timeoutMs` passes. */
+/** Polls `check` every 50 ms until it returns true or `timeoutMs` passes; a throwing check counts as "not yet". */
 export async function waitFor(
   check: () => boolean | Promise<boolean>,
   timeoutMs: number,

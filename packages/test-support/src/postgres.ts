@@ -1,6 +1,6 @@
 /**
  * A fresh Postgres database per test file (files run in parallel), dropped afterwards. Needs the
- * Postgres of the test machine: 127.0.0.1:5432, user postgres, trust auth.
+ * Postgres of the test machine: 127.0.0.1:5432, user postgres, trust auth (or TEST_POSTGRES_URL).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -13,6 +13,7 @@ export interface TestDatabase {
   url: string;
   /** runs one statement on the test database (assertions on tables) */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]>;
+  /** drops the database, closing every connection to it */
   drop(): Promise<void>;
 }
 
@@ -26,13 +27,15 @@ async function onAdmin<T>(run: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
+/** The URL of database `name` on the test server. */
 export function databaseUrl(name: string): string {
   const url = new URL(ADMIN_DATABASE_URL);
   url.pathname = `/${name}`;
   return url.toString();
 }
 
-export async function createTestDatabase(prefix = 'sluice_rules'): Promise<TestDatabase> {
+/** `prefix`: lower case letters, digits and `_`; a random suffix keeps parallel files apart. */
+export async function createTestDatabase(prefix = 'sluice_test'): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   await onAdmin((c) => c.query(`CREATE DATABASE "${name}"`));
   const url = databaseUrl(name);

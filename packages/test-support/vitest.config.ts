@@ -1,0 +1,4 @@
+import { defineProject, mergeConfig } from 'vitest/config';
+import shared from '../../vitest.shared.js';
+
+export default mergeConfig(shared, defineProject({ test: { name: 'test-support' } }));
