@@ -94,29 +94,32 @@ function largeRuleSet(count: number): Rule[] {
   return rules;
 }
 
-/** The same 64 requests for both sets: hits and misses, shallow and deep, several hosts and methods. */
+/**
+ * The same 64 requests for both sets, drawn from the small set's patterns (`*` and `**` filled in
+ * with random segments), with a few misses: every lookup walks the trie to a real depth in both sets,
+ * so the comparison isolates the cost of the 9,990 extra rules.
+ */
 function requests(): MatchRequest[] {
   const rand = prng(7);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const filler = () => pick(['7', '42', 'abc', 'x', 'items', 'v1', 'orders']);
   const out: MatchRequest[] = [
-    { method: 'GET', host: 'api.example.com', path: '/' },
-    { method: 'GET', host: 'api.example.com', path: '/orders/123' },
-    { method: 'POST', host: 'api.example.com:8443', path: '/login' },
-    { method: 'GET', host: 'admin.example.com', path: '/admin/users/7/edit' },
-    { method: 'HEAD', host: undefined, path: '/users/42/profile' },
     { method: 'GET', host: 'api.example.com', path: '/nothing/here/at/all' },
-    { method: 'GET', host: '[::1]:8080', path: '/svc3/v2/orders/99' },
-    { method: 'DELETE', host: 'eu.example.com', path: '/v1/x/items/a/b/c/d' },
+    { method: 'GET', host: 'other.example.org', path: '/' },
   ];
+  const small = smallRuleSet();
   while (out.length < 64) {
-    const depth = 1 + Math.floor(rand() * 6);
-    const segments = [`svc${Math.floor(rand() * 500)}`];
-    for (let d = 1; d < depth; d++)
-      segments.push(pick(['v1', 'v2', 'v9', ...RESOURCES, 'items', 'search', '17', 'x']));
+    const rule = pick(small);
+    const segments: string[] = [];
+    for (const seg of rule.match.path.split('/').slice(1)) {
+      if (seg === '*') segments.push(filler());
+      else if (seg === '**') for (let n = Math.floor(rand() * 4); n > 0; n--) segments.push(filler());
+      else segments.push(seg);
+    }
     out.push({
-      method: pick(['GET', 'GET', 'POST', 'PUT', 'DELETE', 'HEAD']),
-      host: pick([...HOSTS, 'other.example.org', undefined]),
-      path: `/${segments.join('/')}${rand() < 0.1 ? '/' : ''}`,
+      method: pick(rule.match.methods ?? ['GET', 'POST', 'DELETE']),
+      host: rule.match.host ?? pick([...HOSTS, undefined]),
+      path: `/${segments.join('/')}`,
     });
   }
   return out;

@@ -202,7 +202,7 @@ function createPrimaryStore(config: GatewayConfig, log: FastifyBaseLogger): Stor
   const store = new RedisStore(config.redisUrl, {
     keyPrefix: config.redisKeyPrefix,
     commandTimeoutMs: config.storeTimeoutMs,
-    autoPipelining: true,
+    coalesceWrites: true,
   });
   let connected = false;
   store.client.on('ready', () => {

@@ -249,6 +249,40 @@ describe('RedisStore on the Redis clock', () => {
     }
   });
 
+  it('coalesceWrites: the decisions of one turn leave in one socket write, each its own EVALSHA and answer', async () => {
+    const limits: BucketLimits = { capacity: 5, refill: 1, periodMs: 60_000, maxDebt: 0 };
+    /** socket-level writes while 8 decisions are asked in one turn */
+    const writesFor = async (coalesceWrites: boolean, client: string) => {
+      const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, coalesceWrites });
+      try {
+        await fresh.ready();
+        await fresh.decide(request(`${client}-warm`, limits, 1)); // the script is loaded (EVAL) once
+        const stream = fresh.client.stream as unknown as Record<
+          '_write' | '_writev',
+          (...a: unknown[]) => void
+        >;
+        let writes = 0;
+        for (const name of ['_write', '_writev'] as const) {
+          const original = stream[name]!;
+          stream[name] = function (this: unknown, ...args: unknown[]) {
+            writes++;
+            return original.apply(this, args);
+          };
+        }
+        const decisions = await Promise.all(
+          Array.from({ length: 8 }, () => fresh.decide(request(client, limits, 1))),
+        );
+        expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+        expect(decisions.slice(0, 5).map((d) => Math.floor(d.balance))).toEqual([4, 3, 2, 1, 0]);
+        return writes;
+      } finally {
+        await fresh.close();
+      }
+    };
+    expect(await writesFor(true, 'coalesced')).toBe(1);
+    expect(await writesFor(false, 'one-by-one')).toBeGreaterThan(1);
+  });
+
   it('registers the script once on a client it is given, and leaves that client open on close', async () => {
     const client = new Redis(REDIS_URL);
     const defineCommand = client.defineCommand.bind(client);
