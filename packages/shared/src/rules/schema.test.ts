@@ -69,6 +69,8 @@ const invalid: Array<[string, (b: Body) => void, string]> = [
   ['host with scheme', (b) => (b.match.host = 'https://api.example.com'), 'match.host'],
   ['host empty', (b) => (b.match.host = ''), 'match.host'],
   ['host ending with .', (b) => (b.match.host = 'example.com.'), 'match.host'],
+  ['host with an empty label', (b) => (b.match.host = 'api..example.com'), 'match.host'],
+  ['host label starting with -', (b) => (b.match.host = 'api.-example.com'), 'match.host'],
   ['host IPv6 without brackets', (b) => (b.match.host = '::1'), 'match.host'],
   ['capacity 0', (b) => (b.limit.capacity = 0), 'limit.capacity'],
   ['capacity negative', (b) => (b.limit.capacity = -5), 'limit.capacity'],

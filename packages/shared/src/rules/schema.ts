@@ -14,7 +14,7 @@ export const RULE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
 export const RULE_PATH_PATTERN = '^/[^?#%\\\\\\s\\u0000-\\u001f\\u007f-\\u009f]*$';
 /** A host name or bracketed IPv6 literal, without port. */
 export const RULE_HOST_PATTERN =
-  '^(\\[[0-9A-Fa-f:.]{2,45}\\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$';
+  '^(\\[[0-9A-Fa-f:.]{2,45}\\]|[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)$';
 /** An HTTP header field name (RFC 9110 token). */
 export const HEADER_NAME_PATTERN = "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$";
 
