@@ -3,22 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '@sluice/test-support';
 import { expect, it } from 'vitest';
-import { EXIT, runCli, USAGE } from './cli.js';
+import { EXIT, USAGE } from './cli.js';
+import { runCliCaptured } from './test-run-cli.js';
 
-async function run(args: string[], env: Record<string, string> = {}) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(args, {
-    stdout: (t) => {
-      stdout += t;
-    },
-    stderr: (t) => {
-      stderr += t;
-    },
-    env,
-    cwd: tmpdir(),
-  });
-  return { code, stdout, stderr };
+function run(args: string[], env: Record<string, string> = {}) {
+  return runCliCaptured(args, { env, cwd: tmpdir() });
 }
 
 it('prints help with -h and exits 0', async () => {

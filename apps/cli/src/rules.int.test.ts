@@ -10,8 +10,9 @@ import type { Rule, RuleInput } from '@sluice/shared';
 import { REPO_ROOT, startRulesApi, type TestRulesApi } from '@sluice/test-support';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { type CliIo, EXIT, runCli } from './cli.js';
+import { type CliIo, EXIT } from './cli.js';
 import { RulesApiClient } from './client.js';
+import { type CliRun, runCliCaptured } from './test-run-cli.js';
 
 let api: TestRulesApi;
 let client: RulesApiClient;
@@ -32,27 +33,12 @@ beforeEach(async () => {
   for (const rule of await client.listRules()) await client.deleteRule(rule.id);
 });
 
-interface CliRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function cli(args: string[], extra: Partial<CliIo> = {}): Promise<CliRun> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(args, {
-    stdout: (t) => {
-      stdout += t;
-    },
-    stderr: (t) => {
-      stderr += t;
-    },
+function cli(args: string[], extra: Partial<Omit<CliIo, 'stdout' | 'stderr'>> = {}): Promise<CliRun> {
+  return runCliCaptured(args, {
     env: { RULES_API_URL: api.url, RULES_API_TOKEN: api.adminToken },
     cwd: dir,
     ...extra,
   });
-  return { code, stdout, stderr };
 }
 
 let fileCount = 0;
