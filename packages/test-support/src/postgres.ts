@@ -46,7 +46,19 @@ export async function createTestDatabase(prefix = 'sluice_test'): Promise<TestDa
     query: async (text, values) => (await pool.query(text, values)).rows,
     drop: async () => {
       await pool.end();
-      await onAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+      await onAdmin(async (c) => {
+        // A pool's end() can resolve while its connections are still closing; FORCE would then
+        // terminate them mid-goodbye and their client, no longer listening, throws. Let them go first.
+        for (let i = 0; i < 50; i++) {
+          const { rows } = await c.query(
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+            [name],
+          );
+          if (rows[0].n === 0) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      });
     },
   };
 }
