@@ -1,0 +1,86 @@
+/**
+ * The limiter's vocabulary (rule format v2): what one limit is, what one check of a request asks,
+ * and the one decision a store answers for all the checks of a request.
+ *
+ * A v1 rule (`limit`, `client`, `cost`, `maxDebt`) is one token-bucket check named "" (its key is
+ * the v1 key, so counters survive an upgrade); a v2 rule (`limits`) is one check per limit, in the
+ * rule's order. A store decides all of a request's checks at once, all or nothing: when any check
+ * denies, none is charged.
+ */
+
+/** A token bucket whose balance may go negative, so that a large request is paid back by waiting. */
+export interface TokenBucketSpec {
+  readonly algorithm: 'token-bucket';
+  /** most tokens the bucket holds (the burst); > 0 */
+  readonly capacity: number;
+  /** tokens gained every `periodMs`, continuously; > 0 */
+  readonly refill: number;
+  /** refill period in milliseconds; > 0 */
+  readonly periodMs: number;
+  /** how far below zero one admitted request may take the balance; >= 0 */
+  readonly maxDebt: number;
+}
+
+/**
+ * Cloudflare's sliding-window approximation: `estimate = current + previous · (1 − elapsed/window)`
+ * over windows aligned to whole multiples of `windowMs` since the Unix epoch (store clock).
+ */
+export interface SlidingWindowSpec {
+  readonly algorithm: 'sliding-window';
+  /** most cost the estimate may reach; > 0 */
+  readonly max: number;
+  /** window length in milliseconds; > 0 */
+  readonly windowMs: number;
+}
+
+export type LimitSpec = TokenBucketSpec | SlidingWindowSpec;
+export type LimitAlgorithm = LimitSpec['algorithm'];
+
+/** One limit of one request: which counter, how it behaves, what the request takes from it. */
+export interface LimitCheck {
+  /** the store key, built with `limitKey()` */
+  readonly key: string;
+  readonly spec: LimitSpec;
+  /** what this request takes from this limit; > 0 */
+  readonly cost: number;
+}
+
+/** What one limit says about a request. */
+export interface LimitOutcome {
+  /** this limit alone would admit the request */
+  readonly allowed: boolean;
+  /**
+   * token bucket: the balance after the decision (may be negative);
+   * sliding window: the estimate after the decision
+   */
+  readonly level: number;
+  /** whole units left after the decision, never negative (the `r` of the RateLimit header) */
+  readonly remaining: number;
+  /** ms until this limit could admit the same cost with no further traffic; 0 when allowed */
+  readonly retryAfterMs: number;
+  /** ms until the whole quota is available again with no further traffic (the `t` of RateLimit, in ms) */
+  readonly resetMs: number;
+}
+
+/** The one answer for all the checks of a request. A denial is a value; only a store failure throws. */
+export interface Decision {
+  /** every limit admits, and then every limit was charged; when false, nothing was charged */
+  readonly allowed: boolean;
+  /** one outcome per check, in the checks' order */
+  readonly limits: readonly LimitOutcome[];
+  /** index of the first denying check, -1 when allowed */
+  readonly deniedIndex: number;
+  /** the longest `retryAfterMs` among the denying checks; 0 when allowed */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * The store key of one limit for one client under one rule: `<prefix>{<ruleId>:<clientKey>}` for a v1
+ * rule's single limit (named ""), `<prefix>{<ruleId>:<clientKey>}:<limitName>` otherwise. The braces are
+ * a Redis Cluster hash tag: every limit of one client under one rule lives in one slot.
+ */
+export function limitKey(prefix: string, ruleId: string, limitName: string, clientKey: string): string {
+  return limitName === ''
+    ? `${prefix}{${ruleId}:${clientKey}}`
+    : `${prefix}{${ruleId}:${clientKey}}:${limitName}`;
+}
