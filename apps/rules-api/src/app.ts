@@ -3,20 +3,14 @@
  * `inject()` or listen on port 0.
  */
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import AjvCompiler from '@fastify/ajv-compiler';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, {
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyServerOptions,
-} from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
-import { DatabaseUnavailableError, isDatabaseUnavailable, unavailableReason } from './errors.js';
+import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
 import { RulesRepository } from './rules/repository.js';
@@ -66,12 +60,6 @@ function validatorFactory(): NonNullable<
     } as Parameters<typeof pool>[1]);
     return (route) => (route.httpPart === 'body' ? strict(route) : lenient(route));
   };
-}
-
-function sendError(reply: FastifyReply, statusCode: number, message: string, code?: string) {
-  return reply
-    .code(statusCode)
-    .send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code });
 }
 
 export async function buildApp(config: Config, deps: AppDeps = {}): Promise<FastifyInstance> {
@@ -135,28 +123,22 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   });
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    if (err.validation) return sendError(reply, 400, err.message, 'SLUICE_VALIDATION');
-    if (isDatabaseUnavailable(err)) {
-      request.log.warn({ err }, 'database unavailable');
-      const unavailable = new DatabaseUnavailableError(unavailableReason(err));
-      return sendError(reply, 503, unavailable.message, unavailable.code);
-    }
-    const status = err.statusCode ?? 500;
-    if (status >= 400 && status < 500) {
-      if (err.code?.startsWith('FST_ERR_CTP')) request.log.info({ err }, 'bad request body');
-      return sendError(reply, status, err.message, err.code);
-    }
-    request.log.error({ err }, 'request failed');
-    return sendError(reply, 500, 'internal server error', 'SLUICE_INTERNAL');
+    const body = errorResponse(err);
+    if (body.code === 'SLUICE_INTERNAL') request.log.error({ err }, 'request failed');
+    else if (body.code === 'SLUICE_DATABASE_UNAVAILABLE') request.log.warn({ err }, 'database unavailable');
+    else if (err.code?.startsWith('FST_ERR_CTP')) request.log.info({ err }, 'bad request body');
+    return reply.code(body.statusCode).send(body);
   });
 
   app.setNotFoundHandler((request, reply) =>
-    sendError(
-      reply,
-      404,
-      `route ${request.method} ${request.url.split('?')[0]} not found`,
-      'SLUICE_ROUTE_NOT_FOUND',
-    ),
+    reply
+      .code(404)
+      .send(
+        rulesApiErrorBody(
+          'SLUICE_ROUTE_NOT_FOUND',
+          `route ${request.method} ${request.url.split('?')[0]} not found`,
+        ),
+      ),
   );
 
   await app.register(swagger, {

@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, RULES_API_ENV } from './config.js';
 
 /** The problems `loadConfig` reports for `env`, one line per bad variable. */
 function problems(env: Record<string, string>): string[] {
@@ -67,44 +68,47 @@ describe('loadConfig', () => {
   });
 
   it.each([
-    [{}, 'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)'],
+    [{}, 'ADMIN_TOKEN: is required (or set AUTH_DISABLED=true to run without authentication)'],
     [
       { ADMIN_TOKEN: '' },
-      'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)',
+      'ADMIN_TOKEN: is required (or set AUTH_DISABLED=true to run without authentication)',
     ],
-    [{ ADMIN_TOKEN: 'a', PORT: 'http' }, 'PORT must be an integer from 0 to 65535, got "http"'],
-    [{ ADMIN_TOKEN: 'a', PORT: '65536' }, 'PORT must be an integer from 0 to 65535, got "65536"'],
-    [{ ADMIN_TOKEN: 'a', PORT: '-1' }, 'PORT must be an integer from 0 to 65535, got "-1"'],
-    [{ ADMIN_TOKEN: 'a', PORT: '80.5' }, 'PORT must be an integer from 0 to 65535, got "80.5"'],
+    [{ ADMIN_TOKEN: 'a', PORT: 'http' }, 'PORT: must be an integer from 0 to 65535 (got "http")'],
+    [{ ADMIN_TOKEN: 'a', PORT: '65536' }, 'PORT: must be an integer from 0 to 65535 (got "65536")'],
+    [{ ADMIN_TOKEN: 'a', PORT: '-1' }, 'PORT: must be an integer from 0 to 65535 (got "-1")'],
+    [{ ADMIN_TOKEN: 'a', PORT: '80.5' }, 'PORT: must be an integer from 0 to 65535 (got "80.5")'],
     [
       { ADMIN_TOKEN: 'a', DATABASE_URL: 'mysql://u:p@db/x' },
-      'DATABASE_URL must start with postgres:// or postgresql://, got scheme "mysql:"',
+      'DATABASE_URL: must start with postgres:// or postgresql:// (got scheme "mysql:")',
     ],
     [
       { ADMIN_TOKEN: 'a', DATABASE_URL: 'not a url' },
-      'DATABASE_URL must be a URL like postgres://user:password@host:5432/db (it could not be parsed)',
+      'DATABASE_URL: must be a URL like postgres://user:password@host:5432/db',
     ],
     [
       { ADMIN_TOKEN: 'a', DATABASE_URL: 'postgres://' },
-      'DATABASE_URL must name a host, e.g. postgres://user:password@host:5432/db',
+      'DATABASE_URL: must name a host, e.g. postgres://user:password@host:5432/db',
     ],
-    [{ ADMIN_TOKEN: 'a', AUTH_DISABLED: 'yes' }, 'AUTH_DISABLED must be true or false, got "yes"'],
-    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'a' }, 'READ_TOKEN must differ from ADMIN_TOKEN'],
-    [{ ADMIN_TOKEN: 'a b' }, 'ADMIN_TOKEN must be printable ASCII without spaces'],
-    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'tök' }, 'READ_TOKEN must be printable ASCII without spaces'],
+    [{ ADMIN_TOKEN: 'a', AUTH_DISABLED: 'yes' }, 'AUTH_DISABLED: must be true or false (got "yes")'],
+    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'a' }, 'READ_TOKEN: must differ from ADMIN_TOKEN'],
+    [{ ADMIN_TOKEN: 'a b' }, 'ADMIN_TOKEN: must be printable ASCII without spaces'],
+    [{ ADMIN_TOKEN: 'a', READ_TOKEN: 'tök' }, 'READ_TOKEN: must be printable ASCII without spaces'],
     [
       { ADMIN_TOKEN: 'a', LOG_LEVEL: 'verbose' },
-      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+      'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")',
     ],
     [
       { ADMIN_TOKEN: 'a', BODY_LIMIT_BYTES: '10' },
-      'BODY_LIMIT_BYTES must be an integer from 1024 to 16777216, got "10"',
+      'BODY_LIMIT_BYTES: must be an integer from 1024 to 16777216 (got "10")',
     ],
     [
       { ADMIN_TOKEN: 'a', SNAPSHOT_CACHE_MS: '1s' },
-      'SNAPSHOT_CACHE_MS must be an integer from 0 to 10000, got "1s"',
+      'SNAPSHOT_CACHE_MS: must be an integer from 0 to 10000 (got "1s")',
     ],
-    [{ ADMIN_TOKEN: 'a', DB_TIMEOUT_MS: '0' }, 'DB_TIMEOUT_MS must be an integer from 100 to 60000, got "0"'],
+    [
+      { ADMIN_TOKEN: 'a', DB_TIMEOUT_MS: '0' },
+      'DB_TIMEOUT_MS: must be an integer from 100 to 60000 (got "0")',
+    ],
   ])('%j → %s', (env, message) => {
     expect(problems(env)).toEqual([message]);
   });
@@ -127,4 +131,28 @@ describe('loadConfig', () => {
     });
     expect(loadConfig({ AUTH_DISABLED: 'false', ADMIN_TOKEN: 'a' }).authDisabled).toBe(false);
   });
+});
+
+describe('the variable table', () => {
+  const docs = readFileSync(new URL('../../../docs/configuration.md', import.meta.url), 'utf8');
+  const start = docs.indexOf('\n## Rules API');
+  const section = docs.slice(start, docs.indexOf('\n## ', start + 1));
+
+  it.each(Object.entries(RULES_API_ENV))('%s has a one-line description', (_name, variable) => {
+    expect(variable.description.length).toBeGreaterThan(10);
+    expect(variable.description).not.toMatch(/\n/);
+  });
+
+  it.each(Object.entries(RULES_API_ENV))(
+    '%s is in docs/configuration.md with its default',
+    (name, variable) => {
+      const row = section.split('\n').find((line) => line.startsWith(`| \`${name}\``));
+      expect(row, `no row for ${name} in the rules API section of docs/configuration.md`).toBeDefined();
+      const defaultColumn = row
+        ?.split('|')[2]
+        ?.trim()
+        .replace(/^`(.*)`$/, '$1');
+      expect(defaultColumn).toBe(variable.defaultText);
+    },
+  );
 });

@@ -1,10 +1,22 @@
 /**
- * The rules API's environment (SPEC §1), validated once at start. `loadConfig` either returns a
- * complete typed config or throws one `ConfigError` listing one line per bad variable.
+ * The rules API's environment, validated once at start (docs/configuration.md). Every variable is
+ * declared once in `RULES_API_ENV`; `loadConfig` either returns a complete typed config or throws one
+ * `ConfigError` listing one line per bad variable.
  */
+import {
+  ConfigError,
+  type EnvSource,
+  envBoolean,
+  envInteger,
+  envText,
+  envUrl,
+  LOG_LEVEL_VAR,
+  LOG_LEVELS,
+  type LogLevel,
+  readEnv,
+} from '@sluice/shared';
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+export { ConfigError, LOG_LEVELS, type LogLevel };
 
 export interface Config {
   port: number;
@@ -28,106 +40,97 @@ export interface Config {
   migrationsDir: string | undefined;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'SLUICE_CONFIG_INVALID';
-  constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n${problems.join('\n')}`);
-    this.name = 'ConfigError';
-  }
-}
+/** A bearer token travels in one header value: printable ASCII without spaces (RFC 6750 b64token-ish). */
+const TOKEN = { pattern: /^[\x21-\x7e]+$/, mustBe: 'printable ASCII without spaces', secret: true } as const;
 
-type Env = Record<string, string | undefined>;
+export const RULES_API_ENV = {
+  PORT: envInteger({ description: 'listen port; 0 picks a free port', default: 8081, min: 0, max: 65535 }),
+  HOST: envText({ description: 'listen address', default: '0.0.0.0', accepts: 'IP address or host name' }),
+  DATABASE_URL: envUrl({
+    description:
+      'the Postgres database; unset: an embedded PGlite database under DATA_DIR (one process only)',
+    protocols: ['postgres:', 'postgresql:'],
+    example: 'postgres://user:password@host:5432/db',
+    // Never echoed: it usually carries a password.
+    secret: true,
+    check: (url) =>
+      url.hostname === '' && !url.searchParams.has('host')
+        ? 'must name a host, e.g. postgres://user:password@host:5432/db'
+        : undefined,
+  }),
+  DATA_DIR: envText({
+    description:
+      'where the embedded PGlite database keeps its files (DATA_DIR/rules-db); memory:// keeps them in memory',
+    default: './.data',
+    accepts: 'directory path',
+  }),
+  ADMIN_TOKEN: envText({
+    description: 'bearer token with read and write access',
+    defaultText: 'required unless AUTH_DISABLED=true',
+    ...TOKEN,
+  }),
+  READ_TOKEN: envText({
+    description: 'bearer token with read-only access (what gateways use); must differ from ADMIN_TOKEN',
+    ...TOKEN,
+  }),
+  AUTH_DISABLED: envBoolean({
+    description: 'true serves every request without a token (local experiments only)',
+    default: false,
+    accepts: 'true, false, 1 or 0',
+  }),
+  LOG_LEVEL: LOG_LEVEL_VAR,
+  BODY_LIMIT_BYTES: envInteger({
+    description: 'largest request body accepted (larger: 413)',
+    default: 64 * 1024,
+    min: 1024,
+    max: 16 * 1024 * 1024,
+  }),
+  SNAPSHOT_CACHE_MS: envInteger({
+    description: 'how long a replica trusts its cached rule-set version before asking the database again',
+    default: 500,
+    min: 0,
+    max: 10_000,
+  }),
+  DB_TIMEOUT_MS: envInteger({
+    description: 'connect timeout and per-query bound for the database; /readyz answers within it',
+    default: 2_000,
+    min: 100,
+    max: 60_000,
+  }),
+  MIGRATIONS_DIR: envText({
+    description: 'where the SQL migrations are read from',
+    defaultText: 'migrations/ of the repository',
+    accepts: 'directory path',
+  }),
+};
 
 /** Reads `env` (usually `process.env`); empty strings count as unset, as docker-compose writes them. */
-export function loadConfig(env: Env): Config {
-  const problems: string[] = [];
-  const get = (name: string): string | undefined => {
-    const v = env[name];
-    return v === undefined || v.trim() === '' ? undefined : v.trim();
-  };
+export function loadConfig(env: EnvSource): Config {
+  const reading = readEnv(RULES_API_ENV, env);
 
-  const integer = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = get(name);
-    if (raw === undefined) return fallback;
-    if (!/^[0-9]+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-      return fallback;
-    }
-    return Number(raw);
-  };
-
-  const boolean = (name: string): boolean => {
-    const raw = get(name)?.toLowerCase();
-    if (raw === undefined || raw === 'false' || raw === '0') return false;
-    if (raw === 'true' || raw === '1') return true;
-    problems.push(`${name} must be true or false, got ${JSON.stringify(get(name))}`);
-    return false;
-  };
-
-  const port = integer('PORT', 8081, 0, 65535);
-  const host = get('HOST') ?? '0.0.0.0';
-
-  const databaseUrl = get('DATABASE_URL');
-  if (databaseUrl !== undefined) {
-    // Never echo the URL: it usually carries a password.
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(databaseUrl);
-    } catch {
-      problems.push(
-        'DATABASE_URL must be a URL like postgres://user:password@host:5432/db (it could not be parsed)',
-      );
-    }
-    if (parsed && parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
-      problems.push(
-        `DATABASE_URL must start with postgres:// or postgresql://, got scheme ${JSON.stringify(parsed.protocol)}`,
-      );
-    } else if (parsed && parsed.hostname === '' && !parsed.searchParams.has('host')) {
-      problems.push('DATABASE_URL must name a host, e.g. postgres://user:password@host:5432/db');
-    }
-  }
-
-  const authDisabled = boolean('AUTH_DISABLED');
-  const adminToken = get('ADMIN_TOKEN');
-  const readToken = get('READ_TOKEN');
-  if (adminToken === undefined && !authDisabled) {
-    problems.push('ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)');
-  }
-  for (const [name, token] of [
-    ['ADMIN_TOKEN', adminToken],
-    ['READ_TOKEN', readToken],
-  ] as const) {
-    // A bearer token travels in one header value: printable ASCII without spaces (RFC 6750 b64token-ish).
-    if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) {
-      problems.push(`${name} must be printable ASCII without spaces`);
-    }
+  const authDisabled = reading.get('AUTH_DISABLED') ?? false;
+  const adminToken = reading.get('ADMIN_TOKEN');
+  const readToken = reading.get('READ_TOKEN');
+  if (!authDisabled && !reading.isSet('ADMIN_TOKEN')) {
+    reading.report('ADMIN_TOKEN', 'is required (or set AUTH_DISABLED=true to run without authentication)');
   }
   if (readToken !== undefined && readToken === adminToken) {
-    problems.push('READ_TOKEN must differ from ADMIN_TOKEN');
+    reading.report('READ_TOKEN', 'must differ from ADMIN_TOKEN');
   }
 
-  const rawLevel = get('LOG_LEVEL') ?? 'info';
-  let logLevel: LogLevel = 'info';
-  if ((LOG_LEVELS as readonly string[]).includes(rawLevel)) logLevel = rawLevel as LogLevel;
-  else problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(rawLevel)}`);
-
-  const bodyLimitBytes = integer('BODY_LIMIT_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024);
-  const snapshotCacheMs = integer('SNAPSHOT_CACHE_MS', 500, 0, 10_000);
-  const dbTimeoutMs = integer('DB_TIMEOUT_MS', 2_000, 100, 60_000);
-
-  if (problems.length > 0) throw new ConfigError(problems);
+  const v = reading.values();
   return {
-    port,
-    host,
-    databaseUrl,
-    dataDir: get('DATA_DIR') ?? './.data',
-    adminToken: authDisabled ? undefined : adminToken,
-    readToken: authDisabled ? undefined : readToken,
-    authDisabled,
-    logLevel,
-    bodyLimitBytes,
-    snapshotCacheMs,
-    dbTimeoutMs,
-    migrationsDir: get('MIGRATIONS_DIR'),
+    port: v.PORT,
+    host: v.HOST,
+    databaseUrl: v.DATABASE_URL,
+    dataDir: v.DATA_DIR,
+    adminToken: v.AUTH_DISABLED ? undefined : v.ADMIN_TOKEN,
+    readToken: v.AUTH_DISABLED ? undefined : v.READ_TOKEN,
+    authDisabled: v.AUTH_DISABLED,
+    logLevel: v.LOG_LEVEL,
+    bodyLimitBytes: v.BODY_LIMIT_BYTES,
+    snapshotCacheMs: v.SNAPSHOT_CACHE_MS,
+    dbTimeoutMs: v.DB_TIMEOUT_MS,
+    migrationsDir: v.MIGRATIONS_DIR,
   };
 }

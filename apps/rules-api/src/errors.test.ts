@@ -1,12 +1,16 @@
+import { STATUS_CODES } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import {
   DatabaseUnavailableError,
+  errorResponse,
   ForbiddenError,
   InternalError,
   InvalidCursorError,
   isDatabaseUnavailable,
+  RULES_API_ERRORS,
   RuleNameTakenError,
   RuleNotFoundError,
+  rulesApiErrorBody,
   sqlState,
   UnauthorizedError,
   unavailableReason,
@@ -55,6 +59,90 @@ describe('error table', () => {
     expect(err.code).toBe(code);
     expect(err.statusCode).toBe(statusCode);
     expect(err.message).toBe(message);
+    expect(RULES_API_ERRORS[err.code]).toBe(statusCode);
+    expect(errorResponse(err)).toEqual({
+      statusCode,
+      error: STATUS_CODES[statusCode],
+      message,
+      code,
+    });
+  });
+
+  it.each(Object.entries(RULES_API_ERRORS))(
+    '%s maps to %i and a body of the shared shape',
+    (code, status) => {
+      expect(STATUS_CODES[status]).toBeDefined();
+      expect(status >= 400 && status < 600).toBe(true);
+      expect(rulesApiErrorBody(code as keyof typeof RULES_API_ERRORS, 'what went wrong')).toEqual({
+        statusCode: status,
+        error: STATUS_CODES[status],
+        message: 'what went wrong',
+        code,
+      });
+    },
+  );
+});
+
+describe('errorResponse', () => {
+  const fastifyError = (code: string, statusCode: number, message: string) =>
+    Object.assign(new Error(message), { code, statusCode });
+
+  it('answers a schema failure with SLUICE_VALIDATION and its message', () => {
+    const err = Object.assign(new Error('body/name must be string'), {
+      code: 'FST_ERR_VALIDATION',
+      statusCode: 400,
+      validation: [{}],
+    });
+    expect(errorResponse(err)).toMatchObject({
+      statusCode: 400,
+      code: 'SLUICE_VALIDATION',
+      message: 'body/name must be string',
+    });
+  });
+
+  it.each([
+    ['FST_ERR_CTP_BODY_TOO_LARGE', 413, 'Request body is too large', 'SLUICE_BODY_TOO_LARGE'],
+    ['FST_ERR_CTP_INVALID_MEDIA_TYPE', 415, 'Unsupported Media Type', 'SLUICE_UNSUPPORTED_MEDIA_TYPE'],
+    ['FST_ERR_CTP_INVALID_JSON_BODY', 400, 'Body is not valid JSON', 'SLUICE_BAD_REQUEST'],
+    ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', 400, 'Request body size did not match', 'SLUICE_BAD_REQUEST'],
+    ['FST_ERR_SOMETHING_NEW', 422, 'odd', 'SLUICE_BAD_REQUEST'],
+  ])('answers the framework error %s with a code of the table', (fstCode, status, message, code) => {
+    const body = errorResponse(fastifyError(fstCode, status, message));
+    expect(body).toEqual({
+      statusCode: RULES_API_ERRORS[code as keyof typeof RULES_API_ERRORS],
+      error: STATUS_CODES[RULES_API_ERRORS[code as keyof typeof RULES_API_ERRORS]],
+      message,
+      code,
+    });
+  });
+
+  it('answers an unreachable database with 503 and the driver reason, without the query', () => {
+    const err = Object.assign(new Error('Failed query: select secret\nparams: '), {
+      cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+    });
+    expect(errorResponse(err)).toEqual({
+      statusCode: 503,
+      error: 'Service Unavailable',
+      message: 'the database is unavailable: connect ECONNREFUSED 127.0.0.1:5432',
+      code: 'SLUICE_DATABASE_UNAVAILABLE',
+    });
+  });
+
+  it.each([
+    ['a programming error', new TypeError('cannot read x of undefined')],
+    [
+      'an error claiming SLUICE_INTERNAL',
+      Object.assign(new Error('secret detail'), { code: 'SLUICE_INTERNAL' }),
+    ],
+    ['a 5xx from elsewhere', Object.assign(new Error('upstream detail'), { statusCode: 502 })],
+    ['not an error', 'boom'],
+  ])('answers %s with a bare 500', (_, err) => {
+    expect(errorResponse(err)).toEqual({
+      statusCode: 500,
+      error: 'Internal Server Error',
+      message: 'internal server error',
+      code: 'SLUICE_INTERNAL',
+    });
   });
 });
 

@@ -2,7 +2,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Database } from './db/client.js';
-import { unavailableReason } from './errors.js';
+import { rulesApiErrorBody, unavailableReason } from './errors.js';
 
 export interface HealthRoutesOptions {
   database: Database;
@@ -37,12 +37,14 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app,
         return { status: 'ok' };
       } catch (err) {
         request.log.warn({ err }, 'readiness check failed');
-        return reply.code(503).send({
-          statusCode: 503,
-          error: 'Service Unavailable',
-          message: `the database is unavailable: ${unavailableReason(err)}`,
-          code: 'SLUICE_DATABASE_UNAVAILABLE',
-        });
+        return reply
+          .code(503)
+          .send(
+            rulesApiErrorBody(
+              'SLUICE_DATABASE_UNAVAILABLE',
+              `the database is unavailable: ${unavailableReason(err)}`,
+            ),
+          );
       }
     },
   );

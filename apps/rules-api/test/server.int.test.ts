@@ -48,7 +48,7 @@ describe('configuration errors', () => {
     const { out, exited } = startServer({});
     expect(await exited).toBe(1);
     expect(out.stderr).toBe(
-      'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)\n',
+      'ADMIN_TOKEN: is required (or set AUTH_DISABLED=true to run without authentication)\n',
     );
   });
 
@@ -60,10 +60,10 @@ describe('configuration errors', () => {
     });
     expect(await exited).toBe(1);
     expect(out.stderr.trimEnd().split('\n')).toEqual([
-      'PORT must be an integer from 0 to 65535, got "eighty"',
-      'DATABASE_URL must start with postgres:// or postgresql://, got scheme "mysql:"',
-      'ADMIN_TOKEN is required (or set AUTH_DISABLED=true to run without authentication)',
-      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"',
+      'PORT: must be an integer from 0 to 65535 (got "eighty")',
+      'DATABASE_URL: must start with postgres:// or postgresql:// (got scheme "mysql:")',
+      'ADMIN_TOKEN: is required (or set AUTH_DISABLED=true to run without authentication)',
+      'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
     ]);
     expect(out.stderr).not.toContain('secret');
   });
