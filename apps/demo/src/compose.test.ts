@@ -47,10 +47,10 @@ function dockerStages(): Record<string, { cmd?: string[]; entrypoint?: string[];
 }
 const stages = dockerStages();
 
-/** Whether a process reads a variable: its config module names it (`'NAME'` or `env.NAME`). */
+/** Whether a process reads a variable: its config module declares it (`NAME: env…(` in its table). */
 function variablesRead(app: 'rules-api' | 'gateway'): (name: string) => boolean {
   const source = read(`apps/${app}/src/config.ts`);
-  return (name) => new RegExp(`'${name}'|\\benv\\.${name}\\b`).test(source);
+  return (name) => new RegExp(`^\\s+${name}: (env[A-Z]\\w*\\(|LOG_LEVEL_VAR,)`, 'm').test(source);
 }
 
 /** Port of a `fetch('http://127.0.0.1:<port>/…')` healthcheck. */

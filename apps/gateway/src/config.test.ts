@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, fastifyTrustProxy, loadConfig, parseUpstreams } from './config.js';
+import { ConfigError, fastifyTrustProxy, GATEWAY_ENV, loadConfig, parseUpstreams } from './config.js';
 
 const REQUIRED = { UPSTREAMS: '/=http://web:3000', RULES_API_URL: 'http://rules-api:8081' };
 
@@ -68,8 +69,8 @@ describe('loadConfig', () => {
 
   it('names each bad variable on a line of its own', () => {
     expect(problemsOf({})).toEqual([
-      'UPSTREAMS: required: comma-separated prefix=url pairs, e.g. /orders=http://orders:3000,/=http://web:3000',
-      'RULES_API_URL: required, e.g. http://rules-api:8081',
+      'UPSTREAMS: is required (e.g. /orders=http://orders:3000,/=http://web:3000)',
+      'RULES_API_URL: is required (e.g. http://rules-api:8081)',
     ]);
     expect(
       problemsOf({
@@ -84,20 +85,20 @@ describe('loadConfig', () => {
         LOG_LEVEL: 'loud',
       }),
     ).toEqual([
-      'PORT: 70000 is not between 0 and 65535',
-      'ADMIN_PORT: "x" is not a whole number',
-      'UPSTREAM_TIMEOUT_MS: 0 is not between 1 and 3600000',
-      'RULES_REFRESH: "every 5 seconds" is not a node-cron expression (six fields with seconds, e.g. */5 * * * * *)',
-      'REDIS_URL: must start with redis:// or rediss://',
-      'STORE_FAILURE: "fail-open" is not one of local, open, closed',
-      'STORE_TIMEOUT_MS: "-5" is not a whole number',
-      'LOG_LEVEL: "loud" is not one of fatal, error, warn, info, debug, trace, silent',
+      'PORT: must be an integer from 0 to 65535 (got "70000")',
+      'ADMIN_PORT: must be an integer from 0 to 65535 (got "x")',
+      'UPSTREAM_TIMEOUT_MS: must be an integer from 1 to 3600000 (got "0")',
+      'RULES_REFRESH: must be a node-cron expression with seconds (six fields, e.g. */5 * * * * *) (got "every 5 seconds")',
+      'REDIS_URL: must start with redis:// or rediss:// (got scheme "http:")',
+      'STORE_FAILURE: must be one of local, open, closed (got "fail-open")',
+      'STORE_TIMEOUT_MS: must be an integer from 1 to 60000 (got "-5")',
+      'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
     ]);
   });
 
   it('never echoes a REDIS_URL (it may carry a password)', () => {
     const problems = problemsOf({ ...REQUIRED, REDIS_URL: 'not a url with secret' });
-    expect(problems).toEqual(['REDIS_URL: is not a URL like redis://host:6379']);
+    expect(problems).toEqual(['REDIS_URL: must be a URL like redis://host:6379']);
   });
 
   it('keeps the admin listener off the proxy port', () => {
@@ -112,10 +113,13 @@ describe('loadConfig', () => {
 
   it('rejects a RULES_API_URL that is not plain http(s)', () => {
     expect(problemsOf({ ...REQUIRED, RULES_API_URL: 'ftp://x' })).toEqual([
-      'RULES_API_URL: "ftp://x" must start with http:// or https://',
+      'RULES_API_URL: must start with http:// or https:// (got "ftp://x")',
     ]);
     expect(problemsOf({ ...REQUIRED, RULES_API_URL: 'http://x/?a=1' })).toEqual([
-      'RULES_API_URL: "http://x/?a=1" must not carry a query, a fragment or credentials',
+      'RULES_API_URL: must not carry a query or a fragment (got "http://x/?a=1")',
+    ]);
+    expect(problemsOf({ ...REQUIRED, RULES_API_URL: 'http://user:hunter2@x/' })).toEqual([
+      'RULES_API_URL: must not carry credentials (set RULES_API_TOKEN instead)',
     ]);
   });
 });
@@ -130,18 +134,21 @@ describe('UPSTREAMS', () => {
   });
 
   it.each([
-    ['orders=http://a:1', 'prefix "orders" must be a normalised path'],
+    ['orders=http://a:1', 'entry "orders=http://a:1": must start with a path prefix like /orders, or a host'],
     ['/orders/=http://a:1', 'prefix "/orders/" must be a normalised path'],
     ['/a/../b=http://a:1', 'prefix "/a/../b" must be a normalised path'],
     ['/a//b=http://a:1', 'prefix "/a//b" must be a normalised path'],
     ['/:id=http://a:1', 'prefix "/:id" must be a normalised path'],
     ['/a*=http://a:1', 'prefix "/a*" must be a normalised path'],
     ['/a%20b=http://a:1', 'prefix "/a%20b" must be a normalised path'],
-    ['/a', '"/a" is not a prefix=url pair'],
-    ['/a=http://a:1/base', 'upstream of /a: "http://a:1/base" must be an origin like http://host:3000'],
-    ['/a=ftp://a', 'upstream of /a: "ftp://a" must start with http:// or https://'],
-    ['/a=http://a:1,/a=http://b:1', 'prefix "/a" appears twice'],
-    [' , ', 'no prefix=url pair'],
+    ['/a', 'entry "/a": must be prefix=url or host/prefix=url'],
+    [
+      '/a=http://a:1/base',
+      'entry "/a=http://a:1/base": upstream must be an origin like http://orders:3000 (no path, query or credentials: the request path is forwarded as is) (got "http://a:1/base")',
+    ],
+    ['/a=ftp://a', 'entry "/a=ftp://a": upstream must start with http:// or https:// (got "ftp://a")'],
+    ['/a=http://a:1,/a=http://b:1', 'entry "/a=http://b:1": prefix "/a" appears twice'],
+    [' , ', 'must hold at least one prefix=url entry'],
   ])('%s is refused', (raw, problem) => {
     const result = parseUpstreams(raw);
     expect(typeof result).toBe('string');
@@ -178,4 +185,193 @@ describe('TRUST_PROXY', () => {
     expect(fastifyTrustProxy(['10.0.0.0/8', 'loopback'])).toBe('10.0.0.0/8,loopback');
     expect(fastifyTrustProxy(false)).toBe(false);
   });
+});
+
+describe('empty values', () => {
+  it('count as unset, as docker-compose writes them', () => {
+    const config = loadConfig({
+      ...REQUIRED,
+      PORT: '',
+      REDIS_URL: '',
+      REDIS_KEY_PREFIX: '',
+      TRUST_PROXY: ' ',
+      HEADERS_TIMEOUT_MS: '',
+    });
+    expect(config).toMatchObject({
+      port: 8080,
+      redisUrl: undefined,
+      redisKeyPrefix: 'sluice:',
+      trustProxy: false,
+      headersTimeoutMs: 10_000,
+    });
+  });
+});
+
+describe('REDIS_KEY_PREFIX', () => {
+  it('takes letters, digits and : . _ - /', () => {
+    expect(loadConfig({ ...REQUIRED, REDIS_KEY_PREFIX: 'acme/prod:sluice-1.2_x:' }).redisKeyPrefix).toBe(
+      'acme/prod:sluice-1.2_x:',
+    );
+  });
+
+  it.each(['a{b}:', '{tenant}:', 'x}'])(
+    'refuses %s: a brace would move the Redis Cluster hash tag',
+    (prefix) => {
+      expect(problemsOf({ ...REQUIRED, REDIS_KEY_PREFIX: prefix })).toEqual([
+        `REDIS_KEY_PREFIX: must not contain { or }: bucket keys keep a Redis Cluster hash tag {…} after the prefix, which a brace in the prefix would move (got ${JSON.stringify(prefix)})`,
+      ]);
+    },
+  );
+
+  it.each(['sluice prod:', 'tenant*:', 'ключ:', 'a\nb', 'x'.repeat(65)])('refuses %j', (prefix) => {
+    const problems = problemsOf({ ...REQUIRED, REDIS_KEY_PREFIX: prefix });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(
+      /^REDIS_KEY_PREFIX: must be 1 to 64 of the characters A-Z a-z 0-9 : \. _ - \/ \(got /,
+    );
+  });
+});
+
+describe('listener timeouts', () => {
+  it('default to 10 s for the head, 60 s for the whole request and 5 s idle keep-alive', () => {
+    expect(loadConfig(REQUIRED)).toMatchObject({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 5_000,
+    });
+  });
+
+  it('reads HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS and KEEP_ALIVE_TIMEOUT_MS', () => {
+    expect(
+      loadConfig({
+        ...REQUIRED,
+        HEADERS_TIMEOUT_MS: '2000',
+        REQUEST_TIMEOUT_MS: '2000',
+        KEEP_ALIVE_TIMEOUT_MS: '750',
+      }),
+    ).toMatchObject({ headersTimeoutMs: 2_000, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 750 });
+  });
+
+  it('refuses a head timeout longer than the request timeout, blaming the variable that was set', () => {
+    expect(problemsOf({ ...REQUIRED, HEADERS_TIMEOUT_MS: '90000' })).toEqual([
+      'HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS (60000): the head is part of the request (got "90000")',
+    ]);
+    expect(problemsOf({ ...REQUIRED, HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '4000' })).toEqual([
+      'HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS (4000): the head is part of the request (got "5000")',
+    ]);
+    expect(problemsOf({ ...REQUIRED, REQUEST_TIMEOUT_MS: '3000' })).toEqual([
+      'REQUEST_TIMEOUT_MS: must be at least HEADERS_TIMEOUT_MS (10000, its default): the head is part of the request (got "3000")',
+    ]);
+  });
+
+  it.each([
+    ['HEADERS_TIMEOUT_MS', '0', 'must be an integer from 1 to 3600000 (got "0")'],
+    ['KEEP_ALIVE_TIMEOUT_MS', '0', 'must be an integer from 1 to 600000 (got "0")'],
+    ['KEEP_ALIVE_TIMEOUT_MS', '5s', 'must be an integer from 1 to 600000 (got "5s")'],
+  ])('%s=%s: %s', (name, value, problem) => {
+    expect(problemsOf({ ...REQUIRED, [name]: value })).toEqual([`${name}: ${problem}`]);
+  });
+});
+
+describe('UPSTREAMS entries naming a host', () => {
+  it('take the host before the first slash, normalised as request hosts are', () => {
+    expect(
+      parseUpstreams(
+        'API.Example.COM./orders=http://orders:3000,api.example.com:8443/=http://api:3000,[::1]:8080/x=http://v6:1',
+      ),
+    ).toEqual([
+      { host: '[::1]', prefix: '/x', origin: 'http://v6:1' },
+      { host: 'api.example.com', prefix: '/orders', origin: 'http://orders:3000' },
+      { host: 'api.example.com', prefix: '/', origin: 'http://api:3000' },
+    ]);
+  });
+
+  it('order entries naming a host first, longest prefix first within each host, then the others', () => {
+    const upstreams = parseUpstreams(
+      '/=http://web:1,b.example/=http://b:1,/api/v2=http://v2:1,a.example/api=http://a:1,b.example/api/v2=http://b2:1,/api=http://api:1',
+    );
+    expect(upstreams).toEqual([
+      { host: 'a.example', prefix: '/api', origin: 'http://a:1' },
+      { host: 'b.example', prefix: '/api/v2', origin: 'http://b2:1' },
+      { host: 'b.example', prefix: '/', origin: 'http://b:1' },
+      { prefix: '/api/v2', origin: 'http://v2:1' },
+      { prefix: '/api', origin: 'http://api:1' },
+      { prefix: '/', origin: 'http://web:1' },
+    ]);
+    expect(upstreams[5]).not.toHaveProperty('host');
+  });
+
+  it('let the same prefix appear once per host and once without a host', () => {
+    expect(parseUpstreams('a.example/x=http://a:1,b.example/x=http://b:1,/x=http://c:1')).toHaveLength(3);
+  });
+
+  it('reach the config through loadConfig', () => {
+    expect(
+      loadConfig({ ...REQUIRED, UPSTREAMS: 'api.example.com/orders=http://orders:3000' }).upstreams,
+    ).toEqual([{ host: 'api.example.com', prefix: '/orders', origin: 'http://orders:3000' }]);
+  });
+
+  it.each([
+    [
+      'a.example/x=http://a:1,A.EXAMPLE./x=http://b:1',
+      'entry "A.EXAMPLE./x=http://b:1": host "a.example" with prefix "/x" appears twice',
+    ],
+    [
+      'api.example.com=http://a:1',
+      'entry "api.example.com=http://a:1": must start with a path prefix like /orders, or a host',
+    ],
+    [
+      'bad_host.example/x=http://a:1',
+      'entry "bad_host.example/x=http://a:1": host must be a host name like api.example.com',
+    ],
+    [
+      'a..b/x=http://a:1',
+      'host must be a host name like api.example.com or a bracketed IPv6 address like [::1], optionally with a port (got "a..b")',
+    ],
+    ['-a.example/x=http://a:1', '(got "-a.example")'],
+    ['u@api.example.com/x=http://a:1', '(got "u@api.example.com")'],
+    ['api.example.com:99999/x=http://a:1', '(got "api.example.com:99999")'],
+    ['api.example.com:/x=http://a:1', '(got "api.example.com:")'],
+    ['[zz::1]/x=http://a:1', '(got "[zz::1]")'],
+    ['[::1/x=http://a:1', '(got "[::1")'],
+    ['::1/x=http://a:1', '(got "::1")'],
+    ['a.example..//x=http://a:1', '(got "a.example..")'],
+    ['a.example/x/=http://a:1', 'prefix "/x/" must be a normalised path'],
+  ])('%s is refused', (raw, problem) => {
+    const result = parseUpstreams(raw);
+    expect(typeof result).toBe('string');
+    expect(result).toContain(problem);
+  });
+
+  it('UPSTREAMS problems name the variable and the entry', () => {
+    expect(problemsOf({ ...REQUIRED, UPSTREAMS: '/=http://web:1,x_y/=http://a:1' })).toEqual([
+      'UPSTREAMS: entry "x_y/=http://a:1": host must be a host name like api.example.com or a bracketed IPv6 address like [::1], optionally with a port (got "x_y")',
+    ]);
+  });
+});
+
+describe('the variable table', () => {
+  const docs = readFileSync(new URL('../../../docs/configuration.md', import.meta.url), 'utf8');
+  const section = docs.slice(
+    docs.indexOf('\n## Gateway'),
+    docs.indexOf('\n## ', docs.indexOf('\n## Gateway') + 1),
+  );
+
+  it.each(Object.entries(GATEWAY_ENV))('%s has a one-line description', (_name, variable) => {
+    expect(variable.description.length).toBeGreaterThan(10);
+    expect(variable.description).not.toMatch(/\n/);
+  });
+
+  it.each(Object.entries(GATEWAY_ENV))(
+    '%s is in docs/configuration.md with its default',
+    (name, variable) => {
+      const row = section.split('\n').find((line) => line.startsWith(`| \`${name}\``));
+      expect(row, `no row for ${name} in the gateway section of docs/configuration.md`).toBeDefined();
+      const defaultColumn = row
+        ?.split('|')[2]
+        ?.trim()
+        .replace(/^`(.*)`$/, '$1');
+      expect(defaultColumn).toBe(variable.defaultText);
+    },
+  );
 });

@@ -1,11 +1,27 @@
 /**
- * The gateway's environment (SPEC §1), validated once at start. Every variable has its name, its
- * default and its check here; `loadConfig` collects every problem, one line each, so an operator
- * fixes them all in one go.
+ * The gateway's environment, validated once at start (docs/configuration.md). Every variable is
+ * declared once in `GATEWAY_ENV`, with its default, bounds and meaning; `loadConfig` collects every
+ * problem, one line per bad variable, so an operator fixes them all in one go.
  */
 import { isIP } from 'node:net';
-import { normalizePath } from '@sluice/shared';
+import {
+  ConfigError,
+  type EnvSource,
+  envCustom,
+  envInteger,
+  envOneOf,
+  envText,
+  envUrl,
+  got,
+  LOG_LEVEL_VAR,
+  normalizePath,
+  type Parsed,
+  RULE_HOST_PATTERN,
+  readEnv,
+} from '@sluice/shared';
 import cron from 'node-cron';
+
+export { ConfigError };
 
 export type StoreFailurePolicy = 'local' | 'open' | 'closed';
 
@@ -20,6 +36,11 @@ export interface UpstreamConfig {
   prefix: string;
   /** origin of the upstream, e.g. `http://orders:3000` */
   origin: string;
+  /**
+   * the only host this entry takes: lower case, without port or trailing dot (`api.example.com`,
+   * `[::1]`); absent: the entry takes requests for any host no other entry names
+   */
+  host?: string;
 }
 
 export interface GatewayConfig {
@@ -28,7 +49,7 @@ export interface GatewayConfig {
   host: string;
   /** health, readiness and metrics listener; 0 picks a free port */
   adminPort: number;
-  /** longest prefix first */
+  /** entries naming a host first (grouped by host), then the others; longest prefix first in each group */
   upstreams: UpstreamConfig[];
   upstreamTimeoutMs: number;
   /** without a trailing slash */
@@ -52,6 +73,10 @@ export interface GatewayConfig {
   maxHeaderBytes: number;
   /** longest time a client may take to send a whole request (head and body) */
   requestTimeoutMs: number;
+  /** longest time a client may take to send the request head; at most `requestTimeoutMs` */
+  headersTimeoutMs: number;
+  /** how long an idle keep-alive connection stays open between requests */
+  keepAliveTimeoutMs: number;
   /** longest time in-flight requests get to finish on SIGTERM before the process exits anyway */
   shutdownTimeoutMs: number;
   /** most (rule, client) denials remembered locally */
@@ -60,197 +85,372 @@ export interface GatewayConfig {
   localStoreMaxKeys: number;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'SLUICE_CONFIG_INVALID';
-  constructor(readonly problems: readonly string[]) {
-    super(`invalid configuration:\n${problems.join('\n')}`);
-  }
-}
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 /** Characters a prefix segment may use: unreserved and sub-delims, minus `:` and `*` (router syntax). */
 const PREFIX_RE = /^(\/|(\/[A-Za-z0-9._~!$&'()+,;=@-]+)+)$/;
+const HOST_RE = new RegExp(RULE_HOST_PATTERN);
+/** Characters a Redis key prefix may use; braces are refused separately, with the reason. */
+const KEY_PREFIX_RE = /^[A-Za-z0-9:._/-]{1,64}$/;
 
-type Env = Record<string, string | undefined>;
-type Parsed<T> = { ok: T } | { problem: string };
+export const GATEWAY_ENV = {
+  PORT: envInteger({
+    description: 'the proxy listener port; 0 picks a free port',
+    default: 8080,
+    min: 0,
+    max: 65535,
+  }),
+  HOST: envText({
+    description: 'listen address of both listeners',
+    default: '0.0.0.0',
+    accepts: 'IP address or host name',
+  }),
+  ADMIN_PORT: envInteger({
+    description:
+      'the admin listener port (/healthz, /readyz, /metrics); must differ from PORT; 0 picks a free port',
+    default: 9090,
+    min: 0,
+    max: 65535,
+  }),
+  UPSTREAMS: envCustom({
+    description:
+      'where requests go: comma-separated prefix=url entries, the longest matching prefix wins; an entry may name a host (api.example.com/orders=url)',
+    accepts: 'comma-separated [host]/prefix=origin entries',
+    required: true,
+    example: '/orders=http://orders:3000,/=http://web:3000',
+    parse: (raw): Parsed<UpstreamConfig[]> => {
+      const parsed = parseUpstreams(raw);
+      return typeof parsed === 'string' ? { problem: parsed } : { value: parsed };
+    },
+  }),
+  UPSTREAM_TIMEOUT_MS: envInteger({
+    description: 'an upstream that has not sent its response headers by then gets the client a 504',
+    default: 30_000,
+    min: 1,
+    max: 3_600_000,
+  }),
+  RULES_API_URL: envCustom({
+    description: 'the rules API the gateway reads its rules from',
+    accepts: 'http:// or https:// URL without query, fragment or credentials',
+    required: true,
+    example: 'http://rules-api:8081',
+    parse: (raw): Parsed<string> => {
+      const url = parseHttpUrl(raw, 'http://rules-api:8081');
+      if (typeof url === 'string') return { problem: url };
+      if (url.username || url.password) {
+        return { problem: 'must not carry credentials (set RULES_API_TOKEN instead)' };
+      }
+      if (url.search || url.hash) return { problem: `must not carry a query or a fragment ${got(raw)}` };
+      return { value: url.href.replace(/\/+$/, '') };
+    },
+  }),
+  RULES_API_TOKEN: envText({
+    description: 'bearer token for the rules API (the read token is enough)',
+    secret: true,
+  }),
+  RULES_REFRESH: envCustom({
+    description: 'how often to ask the rules API for changes (a 304 when nothing changed)',
+    accepts: 'node-cron expression with seconds (six fields)',
+    default: '*/5 * * * * *',
+    parse: (raw): Parsed<string> =>
+      cron.validate(raw)
+        ? { value: raw }
+        : {
+            problem: `must be a node-cron expression with seconds (six fields, e.g. */5 * * * * *) ${got(raw)}`,
+          },
+  }),
+  RULES_FETCH_TIMEOUT_MS: envInteger({
+    description: 'longest one rules request may take; on failure the gateway keeps its last rules',
+    default: 5_000,
+    min: 1,
+    max: 600_000,
+  }),
+  REDIS_URL: envUrl({
+    description:
+      'the Redis that holds the buckets; unset: in-process buckets, one gateway only (logged as a warning)',
+    protocols: ['redis:', 'rediss:'],
+    example: 'redis://host:6379',
+    // may carry a password
+    secret: true,
+  }),
+  REDIS_KEY_PREFIX: envCustom({
+    description: 'prepended to every bucket key, so several deployments can share one Redis',
+    accepts: '1–64 of A-Z a-z 0-9 : . _ - /',
+    default: 'sluice:',
+    parse: (raw): Parsed<string> => {
+      if (/[{}]/.test(raw)) {
+        return {
+          problem: `must not contain { or }: bucket keys keep a Redis Cluster hash tag {…} after the prefix, which a brace in the prefix would move ${got(raw)}`,
+        };
+      }
+      if (!KEY_PREFIX_RE.test(raw)) {
+        return { problem: `must be 1 to 64 of the characters A-Z a-z 0-9 : . _ - / ${got(raw)}` };
+      }
+      return { value: raw };
+    },
+  }),
+  TRUST_PROXY: envCustom({
+    description: 'which X-Forwarded-For hops to believe; false: the client IP is the socket peer',
+    accepts:
+      'false, true, a hop count 0–100, or comma-separated IP addresses, CIDRs, loopback, linklocal, uniquelocal',
+    default: false as TrustProxySetting,
+    parse: parseTrustProxy,
+  }),
+  STORE_FAILURE: envOneOf({
+    description:
+      'when Redis fails or is slower than STORE_TIMEOUT_MS: local decides with an in-process bucket, open admits, closed answers 503',
+    values: ['local', 'open', 'closed'],
+    default: 'local',
+  }),
+  STORE_TIMEOUT_MS: envInteger({
+    description: 'longest a store decision may take before STORE_FAILURE decides instead',
+    default: 50,
+    min: 1,
+    max: 60_000,
+  }),
+  LOG_LEVEL: LOG_LEVEL_VAR,
+  BODY_LIMIT_BYTES: envInteger({
+    description: 'largest proxied request body (larger: 413)',
+    default: 10 * 1024 * 1024,
+    min: 0,
+    max: 2 ** 40,
+  }),
+  MAX_HEADER_BYTES: envInteger({
+    description: 'largest request head, request line and headers (larger: 431)',
+    default: 16 * 1024,
+    min: 1024,
+    max: 1024 * 1024,
+  }),
+  REQUEST_TIMEOUT_MS: envInteger({
+    description:
+      'longest a client may take to send a whole request, head and body (then 408 and the connection closes)',
+    default: 60_000,
+    min: 1,
+    max: 3_600_000,
+  }),
+  HEADERS_TIMEOUT_MS: envInteger({
+    description: 'longest a client may take to send the request head; at most REQUEST_TIMEOUT_MS',
+    default: 10_000,
+    min: 1,
+    max: 3_600_000,
+  }),
+  KEEP_ALIVE_TIMEOUT_MS: envInteger({
+    description: 'how long an idle keep-alive connection stays open waiting for the next request',
+    default: 5_000,
+    min: 1,
+    max: 600_000,
+  }),
+  SHUTDOWN_TIMEOUT_MS: envInteger({
+    description: 'on SIGTERM, how long in-flight requests get before the process exits anyway',
+    default: 10_000,
+    min: 0,
+    max: 3_600_000,
+  }),
+  DENIAL_CACHE_SIZE: envInteger({
+    description:
+      '(rule, client) denials remembered locally, so a denied client costs no Redis round trip; 0 turns it off',
+    default: 10_000,
+    min: 0,
+    max: 10_000_000,
+  }),
+  LOCAL_STORE_MAX_KEYS: envInteger({
+    description:
+      'most buckets in the in-process store (no Redis, or the local fallback); least recently used go first',
+    default: 100_000,
+    min: 1,
+    max: 100_000_000,
+  }),
+};
 
 /** Reads and checks the environment. Throws `ConfigError` listing every bad variable. */
-export function loadConfig(env: Env = process.env): GatewayConfig {
-  const problems: string[] = [];
-  const checked = <T>(name: string, fallback: T, parse: (raw: string) => Parsed<T>): T => {
-    const raw = env[name]?.trim();
-    if (raw === undefined || raw === '') return fallback;
-    const result = parse(raw);
-    if ('problem' in result) {
-      problems.push(`${name}: ${result.problem}`);
-      return fallback;
+export function loadConfig(env: EnvSource = process.env): GatewayConfig {
+  const reading = readEnv(GATEWAY_ENV, env);
+
+  const port = reading.get('PORT');
+  const adminPort = reading.get('ADMIN_PORT');
+  if (port !== undefined && port === adminPort && port !== 0) {
+    if (reading.isSet('ADMIN_PORT')) {
+      reading.report(
+        'ADMIN_PORT',
+        `must differ from PORT (${port}); the admin listener is never on the proxy port`,
+      );
+    } else {
+      reading.report(
+        'PORT',
+        `must differ from ADMIN_PORT (${adminPort}); the admin listener is never on the proxy port`,
+      );
     }
-    return result.ok;
-  };
-  const int =
-    (min: number, max: number) =>
-    (raw: string): Parsed<number> => {
-      if (!/^\d+$/.test(raw)) return { problem: `"${raw}" is not a whole number` };
-      const n = Number(raw);
-      if (n < min || n > max) return { problem: `${n} is not between ${min} and ${max}` };
-      return { ok: n };
-    };
-
-  const port = checked('PORT', 8080, int(0, 65535));
-  const adminPort = checked('ADMIN_PORT', 9090, int(0, 65535));
-  if (port === adminPort && port !== 0 && env.ADMIN_PORT?.trim()) {
-    problems.push(
-      `ADMIN_PORT: must differ from PORT (${port}); the admin listener is never on the proxy port`,
-    );
-  } else if (port === adminPort && port !== 0) {
-    problems.push(
-      `PORT: must differ from ADMIN_PORT (${adminPort}); the admin listener is never on the proxy port`,
-    );
-  }
-  const host = env.HOST?.trim() || '0.0.0.0';
-
-  let upstreams: UpstreamConfig[] = [];
-  const upstreamsRaw = env.UPSTREAMS?.trim();
-  if (!upstreamsRaw) {
-    problems.push(
-      'UPSTREAMS: required: comma-separated prefix=url pairs, e.g. /orders=http://orders:3000,/=http://web:3000',
-    );
-  } else {
-    const parsed = parseUpstreams(upstreamsRaw);
-    if (typeof parsed === 'string') problems.push(`UPSTREAMS: ${parsed}`);
-    else upstreams = parsed;
   }
 
-  const upstreamTimeoutMs = checked('UPSTREAM_TIMEOUT_MS', 30_000, int(1, 3_600_000));
-
-  let rulesApiUrl = '';
-  const rulesApiRaw = env.RULES_API_URL?.trim();
-  if (!rulesApiRaw) {
-    problems.push('RULES_API_URL: required, e.g. http://rules-api:8081');
-  } else {
-    const url = parseHttpUrl(rulesApiRaw);
-    if (typeof url === 'string') problems.push(`RULES_API_URL: ${url}`);
-    else rulesApiUrl = url.href.replace(/\/+$/, '');
-  }
-  const rulesApiToken = env.RULES_API_TOKEN?.trim() || undefined;
-
-  const rulesRefresh = checked<string>('RULES_REFRESH', '*/5 * * * * *', (raw) =>
-    cron.validate(raw)
-      ? { ok: raw }
-      : { problem: `"${raw}" is not a node-cron expression (six fields with seconds, e.g. */5 * * * * *)` },
-  );
-  const rulesFetchTimeoutMs = checked('RULES_FETCH_TIMEOUT_MS', 5_000, int(1, 600_000));
-
-  const redisUrl = checked<string | undefined>('REDIS_URL', undefined, (raw) => {
-    try {
-      const url = new URL(raw);
-      if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-        return { problem: 'must start with redis:// or rediss://' };
-      }
-      return { ok: raw };
-    } catch {
-      return { problem: 'is not a URL like redis://host:6379' };
+  const requestTimeoutMs = reading.get('REQUEST_TIMEOUT_MS');
+  const headersTimeoutMs = reading.get('HEADERS_TIMEOUT_MS');
+  if (
+    requestTimeoutMs !== undefined &&
+    headersTimeoutMs !== undefined &&
+    headersTimeoutMs > requestTimeoutMs
+  ) {
+    // Blame the variable the operator set; with both set, the headers timeout is the odd one out.
+    if (reading.isSet('HEADERS_TIMEOUT_MS')) {
+      reading.report(
+        'HEADERS_TIMEOUT_MS',
+        `must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs}): the head is part of the request ${got(String(headersTimeoutMs))}`,
+      );
+    } else {
+      reading.report(
+        'REQUEST_TIMEOUT_MS',
+        `must be at least HEADERS_TIMEOUT_MS (${headersTimeoutMs}, its default): the head is part of the request ${got(String(requestTimeoutMs))}`,
+      );
     }
-  });
-  const redisKeyPrefix = env.REDIS_KEY_PREFIX ?? 'sluice:';
+  }
 
-  const trustProxy = checked<TrustProxySetting>('TRUST_PROXY', false, parseTrustProxy);
-
-  const storeFailure = checked<StoreFailurePolicy>('STORE_FAILURE', 'local', (raw) =>
-    raw === 'local' || raw === 'open' || raw === 'closed'
-      ? { ok: raw }
-      : { problem: `"${raw}" is not one of local, open, closed` },
-  );
-  const storeTimeoutMs = checked('STORE_TIMEOUT_MS', 50, int(1, 60_000));
-
-  const logLevel = checked<string>('LOG_LEVEL', 'info', (raw) =>
-    LOG_LEVELS.includes(raw) ? { ok: raw } : { problem: `"${raw}" is not one of ${LOG_LEVELS.join(', ')}` },
-  );
-  const bodyLimitBytes = checked('BODY_LIMIT_BYTES', 10 * 1024 * 1024, int(0, 2 ** 40));
-  const maxHeaderBytes = checked('MAX_HEADER_BYTES', 16 * 1024, int(1024, 1024 * 1024));
-  const requestTimeoutMs = checked('REQUEST_TIMEOUT_MS', 120_000, int(1, 3_600_000));
-  const shutdownTimeoutMs = checked('SHUTDOWN_TIMEOUT_MS', 10_000, int(0, 3_600_000));
-  const denialCacheSize = checked('DENIAL_CACHE_SIZE', 10_000, int(0, 10_000_000));
-  const localStoreMaxKeys = checked('LOCAL_STORE_MAX_KEYS', 100_000, int(1, 100_000_000));
-
-  if (problems.length > 0) throw new ConfigError(problems);
+  const v = reading.values();
   return {
-    port,
-    host,
-    adminPort,
-    upstreams,
-    upstreamTimeoutMs,
-    rulesApiUrl,
-    rulesApiToken,
-    rulesRefresh,
-    rulesFetchTimeoutMs,
-    redisUrl,
-    redisKeyPrefix,
-    trustProxy,
-    storeFailure,
-    storeTimeoutMs,
-    logLevel,
-    bodyLimitBytes,
-    maxHeaderBytes,
-    requestTimeoutMs,
-    shutdownTimeoutMs,
-    denialCacheSize,
-    localStoreMaxKeys,
+    port: v.PORT,
+    host: v.HOST,
+    adminPort: v.ADMIN_PORT,
+    upstreams: v.UPSTREAMS,
+    upstreamTimeoutMs: v.UPSTREAM_TIMEOUT_MS,
+    rulesApiUrl: v.RULES_API_URL,
+    rulesApiToken: v.RULES_API_TOKEN,
+    rulesRefresh: v.RULES_REFRESH,
+    rulesFetchTimeoutMs: v.RULES_FETCH_TIMEOUT_MS,
+    redisUrl: v.REDIS_URL,
+    redisKeyPrefix: v.REDIS_KEY_PREFIX,
+    trustProxy: v.TRUST_PROXY,
+    storeFailure: v.STORE_FAILURE,
+    storeTimeoutMs: v.STORE_TIMEOUT_MS,
+    logLevel: v.LOG_LEVEL,
+    bodyLimitBytes: v.BODY_LIMIT_BYTES,
+    maxHeaderBytes: v.MAX_HEADER_BYTES,
+    requestTimeoutMs: v.REQUEST_TIMEOUT_MS,
+    headersTimeoutMs: v.HEADERS_TIMEOUT_MS,
+    keepAliveTimeoutMs: v.KEEP_ALIVE_TIMEOUT_MS,
+    shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT_MS,
+    denialCacheSize: v.DENIAL_CACHE_SIZE,
+    localStoreMaxKeys: v.LOCAL_STORE_MAX_KEYS,
   };
 }
 
-function parseHttpUrl(raw: string): URL | string {
+/** An http(s) URL, or the problem with it (after `NAME: `). */
+function parseHttpUrl(raw: string, example: string): URL | string {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return `"${raw}" is not a URL`;
+    return `must be a URL like ${example} ${got(raw)}`;
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    return `"${raw}" must start with http:// or https://`;
-  if (url.search || url.hash || url.username || url.password) {
-    return `"${raw}" must not carry a query, a fragment or credentials`;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return `must start with http:// or https:// ${got(raw)}`;
   }
   return url;
 }
 
-/** `prefix=url,prefix=url` → upstreams sorted longest prefix first; a string is the problem. */
+/**
+ * `[host]/prefix=url,…` → upstreams, entries naming a host first (grouped by host), then the others,
+ * longest prefix first within each group; a string is the problem (after `UPSTREAMS: `).
+ */
 export function parseUpstreams(raw: string): UpstreamConfig[] | string {
   const upstreams: UpstreamConfig[] = [];
-  for (const pair of raw.split(',')) {
-    const item = pair.trim();
-    if (item === '') continue;
-    const eq = item.indexOf('=');
-    if (eq <= 0) return `"${item}" is not a prefix=url pair`;
-    const prefix = item.slice(0, eq).trim();
-    const target = item.slice(eq + 1).trim();
+  for (const part of raw.split(',')) {
+    const entry = part.trim();
+    if (entry === '') continue;
+    const problem = (what: string) => `entry ${JSON.stringify(entry)}: ${what}`;
+    const eq = entry.indexOf('=');
+    if (eq <= 0) return problem('must be prefix=url or host/prefix=url');
+    const key = entry.slice(0, eq).trim();
+    const target = entry.slice(eq + 1).trim();
+
+    let host: string | undefined;
+    let prefix = key;
+    if (!key.startsWith('/')) {
+      const slash = key.indexOf('/');
+      if (slash === -1) {
+        return problem(
+          'must start with a path prefix like /orders, or a host and a prefix like api.example.com/orders (a whole host: api.example.com/)',
+        );
+      }
+      const parsedHost = parseUpstreamHost(key.slice(0, slash));
+      if ('problem' in parsedHost) return problem(parsedHost.problem);
+      host = parsedHost.value;
+      prefix = key.slice(slash);
+    }
+
     const normal = normalizePath(prefix);
     if (!PREFIX_RE.test(prefix) || !normal.ok || normal.path !== prefix || prefix.endsWith('/.')) {
-      return `prefix "${prefix}" must be a normalised path like /orders (no trailing slash, no ":", "*", "%", "?" or dot segments)`;
+      return problem(
+        `prefix "${prefix}" must be a normalised path like /orders (no trailing slash, no ":", "*", "%", "?" or dot segments)`,
+      );
     }
-    if (prefix.length > 1 && prefix.endsWith('/')) return `prefix "${prefix}" must not end with "/"`;
-    const url = parseHttpUrl(target);
-    if (typeof url === 'string') return `upstream of ${prefix}: ${url}`;
-    if (url.pathname !== '/') {
-      return `upstream of ${prefix}: "${target}" must be an origin like http://host:3000 (no path: the request path is forwarded as is)`;
+    if (prefix.length > 1 && prefix.endsWith('/')) return problem(`prefix "${prefix}" must not end with "/"`);
+
+    const url = parseHttpUrl(target, 'http://orders:3000');
+    if (typeof url === 'string') return problem(`upstream ${url}`);
+    if (url.pathname !== '/' || url.search || url.hash || url.username || url.password) {
+      return problem(
+        `upstream must be an origin like http://orders:3000 (no path, query or credentials: the request path is forwarded as is) ${got(target)}`,
+      );
     }
-    if (upstreams.some((u) => u.prefix === prefix)) return `prefix "${prefix}" appears twice`;
-    upstreams.push({ prefix, origin: url.origin });
+    if (upstreams.some((u) => u.host === host && u.prefix === prefix)) {
+      return problem(
+        host === undefined
+          ? `prefix "${prefix}" appears twice`
+          : `host "${host}" with prefix "${prefix}" appears twice`,
+      );
+    }
+    upstreams.push(
+      host === undefined ? { prefix, origin: url.origin } : { host, prefix, origin: url.origin },
+    );
   }
-  if (upstreams.length === 0) return 'no prefix=url pair';
-  upstreams.sort((a, b) => b.prefix.length - a.prefix.length);
+  if (upstreams.length === 0) return 'must hold at least one prefix=url entry';
+  upstreams.sort((a, b) => {
+    if (a.host !== b.host) {
+      if (a.host === undefined) return 1;
+      if (b.host === undefined) return -1;
+      return a.host < b.host ? -1 : 1;
+    }
+    return b.prefix.length - a.prefix.length;
+  });
   return upstreams;
+}
+
+/**
+ * The host part of an UPSTREAMS entry, normalised the way request hosts are: lower case, port and
+ * one trailing dot removed. A host name (letters, digits, inner hyphens) or a bracketed IPv6 address.
+ */
+export function parseUpstreamHost(raw: string): Parsed<string> {
+  const mustBe = `host must be a host name like api.example.com or a bracketed IPv6 address like [::1], optionally with a port ${got(raw)}`;
+  let host = raw.toLowerCase();
+  let port: string | undefined;
+  if (host.startsWith('[')) {
+    const close = host.indexOf(']');
+    if (close === -1) return { problem: mustBe };
+    const rest = host.slice(close + 1);
+    if (rest !== '') {
+      if (!rest.startsWith(':')) return { problem: mustBe };
+      port = rest.slice(1);
+    }
+    host = host.slice(0, close + 1);
+    if (isIP(host.slice(1, -1)) !== 6) return { problem: mustBe };
+  } else {
+    const colon = host.indexOf(':');
+    if (colon !== -1) {
+      port = host.slice(colon + 1);
+      host = host.slice(0, colon);
+    }
+    if (host.endsWith('.')) host = host.slice(0, -1);
+    if (host.length > 253 || !HOST_RE.test(host)) return { problem: mustBe };
+  }
+  if (port !== undefined && (!/^[0-9]{1,5}$/.test(port) || Number(port) > 65535)) return { problem: mustBe };
+  return { value: host };
 }
 
 function parseTrustProxy(raw: string): Parsed<TrustProxySetting> {
   const lower = raw.toLowerCase();
-  if (lower === 'false') return { ok: false };
-  if (lower === 'true') return { ok: true };
-  if (/^\d+$/.test(raw)) {
+  if (lower === 'false') return { value: false };
+  if (lower === 'true') return { value: true };
+  if (/^[0-9]+$/.test(raw)) {
     const hops = Number(raw);
-    if (hops > 100) return { problem: `${hops} hops is not plausible (at most 100)` };
-    return { ok: hops === 0 ? false : hops };
+    if (hops > 100) return { problem: `must be a hop count from 0 to 100 ${got(raw)}` };
+    return { value: hops === 0 ? false : hops };
   }
   const entries = raw
     .split(',')
@@ -259,11 +459,11 @@ function parseTrustProxy(raw: string): Parsed<TrustProxySetting> {
   for (const entry of entries) {
     if (!isTrustedProxyEntry(entry)) {
       return {
-        problem: `"${entry}" is not true, false, a hop count, an IP address, a CIDR (10.0.0.0/8) or one of loopback, linklocal, uniquelocal`,
+        problem: `must be true, false, a hop count, or a list of IP addresses, CIDRs (10.0.0.0/8) and loopback, linklocal, uniquelocal ${got(entry)}`,
       };
     }
   }
-  return { ok: entries };
+  return { value: entries };
 }
 
 function isTrustedProxyEntry(entry: string): boolean {

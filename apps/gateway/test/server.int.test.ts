@@ -58,11 +58,11 @@ describe('gateway process', () => {
     expect(await run.exit).toBe(1);
     const lines = run.stderr().trim().split('\n');
     expect(lines).toEqual([
-      'PORT: "eighty" is not a whole number',
-      'UPSTREAMS: required: comma-separated prefix=url pairs, e.g. /orders=http://orders:3000,/=http://web:3000',
-      'RULES_API_URL: required, e.g. http://rules-api:8081',
-      'TRUST_PROXY: "10.0.0.0/99" is not true, false, a hop count, an IP address, a CIDR (10.0.0.0/8) or one of loopback, linklocal, uniquelocal',
-      'STORE_FAILURE: "maybe" is not one of local, open, closed',
+      'PORT: must be an integer from 0 to 65535 (got "eighty")',
+      'UPSTREAMS: is required (e.g. /orders=http://orders:3000,/=http://web:3000)',
+      'RULES_API_URL: is required (e.g. http://rules-api:8081)',
+      'TRUST_PROXY: must be true, false, a hop count, or a list of IP addresses, CIDRs (10.0.0.0/8) and loopback, linklocal, uniquelocal (got "10.0.0.0/99")',
+      'STORE_FAILURE: must be one of local, open, closed (got "maybe")',
     ]);
   }, 30_000);
 
