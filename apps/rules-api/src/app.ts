@@ -18,6 +18,7 @@ import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { DatabaseUnavailableError, isDatabaseUnavailable, unavailableReason } from './errors.js';
 import { healthRoutes } from './health.js';
+import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
@@ -123,16 +124,9 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     reply.header('x-request-id', request.id);
   });
 
-  // Bodies are JSON only: without Fastify's default text/plain parser, other types get 415.
-  // An empty body with `Content-Type: application/json` (a DELETE from a client that always sets
-  // the header) is no body rather than a 400; bodies that are present go through Fastify's parser,
-  // which rejects `__proto__` and `constructor.prototype` keys.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') return done(null, undefined);
-    return parseJson(request, body as string, done);
-  });
+  // Bodies are JSON only (others: 415), uncompressed, and free of values Postgres or JavaScript
+  // objects cannot take safely (NUL, lone surrogates, `__proto__`/`constructor` keys): 400 naming the field.
+  registerJsonBodyParser(app);
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err.validation) return sendError(reply, 400, err.message, 'SLUICE_VALIDATION');
@@ -142,6 +136,8 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
       return sendError(reply, 503, unavailable.message, unavailable.code);
     }
     const status = err.statusCode ?? 500;
+    // RFC 9110 §15.5.16: a 415 for a content coding lists the codings the server accepts.
+    if (err.code === 'SLUICE_UNSUPPORTED_ENCODING') reply.header('accept-encoding', 'identity');
     if (status >= 400 && status < 500) {
       if (err.code?.startsWith('FST_ERR_CTP')) request.log.info({ err }, 'bad request body');
       return sendError(reply, status, err.message, err.code);

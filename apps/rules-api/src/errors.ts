@@ -39,6 +39,12 @@ export const VersionMismatchError = createError<'SLUICE_VERSION_MISMATCH', 412, 
   'rule %s is at version %s, If-Match asked for %s',
   412,
 );
+/** A request body sent with a `Content-Encoding` (gzip, …): bodies are accepted as plain JSON only. */
+export const UnsupportedEncodingError = createError<'SLUICE_UNSUPPORTED_ENCODING', 415, [string]>(
+  'SLUICE_UNSUPPORTED_ENCODING',
+  'Content-Encoding %s is not supported: send the JSON body uncompressed (identity)',
+  415,
+);
 export const InternalError = createError<'SLUICE_INTERNAL', 500, []>(
   'SLUICE_INTERNAL',
   'internal server error',
