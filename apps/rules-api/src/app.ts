@@ -161,14 +161,19 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
       info: {
         title: 'Sluice rules API',
         version: VERSION,
-        description: 'Per-path rate-limit rules for the Sluice gateway (SPEC §2, §3).',
+        description: [
+          'Per-path rate-limit rules for the Sluice gateway.',
+          'Rules, in both formats (one `limit`, or a list of `limits`), are described in `docs/rules.md`',
+          'of the Sluice repository; this API (tokens, errors, ETags, cursors, history) in `docs/rules-api.md`,',
+          'and the bucket and window arithmetic in `docs/limits.md`.',
+        ].join(' '),
       },
       components: {
         securitySchemes: {
           bearer: {
             type: 'http',
             scheme: 'bearer',
-            description: 'ADMIN_TOKEN for everything, READ_TOKEN for GET only',
+            description: 'ADMIN_TOKEN for everything, READ_TOKEN for reads only (GET)',
           },
         },
       },

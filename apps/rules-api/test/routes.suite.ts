@@ -1,5 +1,5 @@
 /**
- * The route tests of SPEC §3, written once and run against Postgres (`routes.pg.int.test.ts`) and
+ * The route tests of the rules API (docs/rules-api.md), written once and run against Postgres (`routes.pg.int.test.ts`) and
  * PGlite (`routes.pglite.test.ts`).
  */
 import { deflateSync, gunzipSync, gzipSync } from 'node:zlib';
@@ -768,6 +768,10 @@ export function describeRoutes(label: string, makeBackend: MakeBackend) {
         );
         expect(doc.paths['/rules/{id}'].put.responses).toHaveProperty('412');
         expect(doc.components.schemas).toHaveProperty('Rule');
+        // the repository's own docs, not a contract that is not in it
+        expect(openapi.body).not.toMatch(/SPEC/);
+        expect(doc.info.description).toContain('docs/rules.md');
+        expect(doc.info.description).toContain('docs/rules-api.md');
         const docs = await get('/docs', {});
         expect(docs.statusCode).toBe(200);
         expect(docs.headers['content-type']).toMatch(/text\/html/);
