@@ -12,6 +12,7 @@ import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
+import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
@@ -111,22 +112,17 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     reply.header('x-request-id', request.id);
   });
 
-  // Bodies are JSON only: without Fastify's default text/plain parser, other types get 415.
-  // An empty body with `Content-Type: application/json` (a DELETE from a client that always sets
-  // the header) is no body rather than a 400; bodies that are present go through Fastify's parser,
-  // which rejects `__proto__` and `constructor.prototype` keys.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') return done(null, undefined);
-    return parseJson(request, body as string, done);
-  });
+  // Bodies are JSON only (others: 415), uncompressed, and free of values Postgres or JavaScript
+  // objects cannot take safely (NUL, lone surrogates, `__proto__`/`constructor` keys): 400 naming the field.
+  registerJsonBodyParser(app);
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const body = errorResponse(err);
     if (body.code === 'SLUICE_INTERNAL') request.log.error({ err }, 'request failed');
     else if (body.code === 'SLUICE_DATABASE_UNAVAILABLE') request.log.warn({ err }, 'database unavailable');
     else if (err.code?.startsWith('FST_ERR_CTP')) request.log.info({ err }, 'bad request body');
+    // RFC 9110 §15.5.16: a 415 for a content coding lists the codings the server accepts.
+    if (body.code === 'SLUICE_UNSUPPORTED_ENCODING') reply.header('accept-encoding', 'identity');
     return reply.code(body.statusCode).send(body);
   });
 
@@ -147,14 +143,19 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
       info: {
         title: 'Sluice rules API',
         version: VERSION,
-        description: 'Per-path rate-limit rules for the Sluice gateway (SPEC §2, §3).',
+        description: [
+          'Per-path rate-limit rules for the Sluice gateway.',
+          'Rules, in both formats (one `limit`, or a list of `limits`), are described in `docs/rules.md`',
+          'of the Sluice repository; this API (tokens, errors, ETags, cursors, history) in `docs/rules-api.md`,',
+          'and the bucket and window arithmetic in `docs/limits.md`.',
+        ].join(' '),
       },
       components: {
         securitySchemes: {
           bearer: {
             type: 'http',
             scheme: 'bearer',
-            description: 'ADMIN_TOKEN for everything, READ_TOKEN for GET only',
+            description: 'ADMIN_TOKEN for everything, READ_TOKEN for reads only (GET)',
           },
         },
       },

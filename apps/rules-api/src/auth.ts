@@ -1,5 +1,5 @@
 /**
- * Bearer-token auth (SPEC §3): `ADMIN_TOKEN` reads and writes, `READ_TOKEN` only reads (GET/HEAD).
+ * Bearer-token auth (docs/rules-api.md, Authentication): `ADMIN_TOKEN` reads and writes, `READ_TOKEN` only reads (GET/HEAD).
  * Tokens are compared as SHA-256 digests with `timingSafeEqual`, so neither the content nor the
  * length of a configured token leaks through response timing.
  */

@@ -27,6 +27,8 @@ export const RULES_API_ERRORS = {
   SLUICE_BODY_TOO_LARGE: 413,
   /** a body that is not `application/json` */
   SLUICE_UNSUPPORTED_MEDIA_TYPE: 415,
+  /** a body sent with a `Content-Encoding` other than identity (gzip, …) */
+  SLUICE_UNSUPPORTED_ENCODING: 415,
   /** anything else: a bug, logged with its stack */
   SLUICE_INTERNAL: 500,
   /** the database does not answer, or refuses work for now */
@@ -113,6 +115,12 @@ export const VersionMismatchError = createError<'SLUICE_VERSION_MISMATCH', 412, 
   'SLUICE_VERSION_MISMATCH',
   'rule %s is at version %s, If-Match asked for %s',
   RULES_API_ERRORS.SLUICE_VERSION_MISMATCH,
+);
+/** A request body sent with a `Content-Encoding` (gzip, …): bodies are accepted as plain JSON only. */
+export const UnsupportedEncodingError = createError<'SLUICE_UNSUPPORTED_ENCODING', 415, [string]>(
+  'SLUICE_UNSUPPORTED_ENCODING',
+  'Content-Encoding %s is not supported: send the JSON body uncompressed (identity)',
+  RULES_API_ERRORS.SLUICE_UNSUPPORTED_ENCODING,
 );
 export const InternalError = createError<'SLUICE_INTERNAL', 500, []>(
   'SLUICE_INTERNAL',

@@ -68,8 +68,8 @@ describe('migrations on Postgres', () => {
       await migrateDatabase(database);
       expect(await tables(db)).toEqual(['rule_history', 'rules', 'ruleset_version']);
       await db.query(
-        `INSERT INTO rules (name, match, client, "limit", cost, max_debt, enabled, shadow, priority)
-         VALUES ('kept', '{"path":"/"}', '{"by":"ip"}', '{"capacity":1,"refill":1,"period":"1s"}', 1, 1, true, false, 0)`,
+        `INSERT INTO rules (name, enabled, priority, definition)
+         VALUES ('kept', true, 0, '{"name":"kept","match":{"path":"/"},"limit":{"capacity":1,"refill":1,"period":"1s"}}')`,
       );
       await migrateDatabase(database);
       expect(await appliedMigrations(db)).toHaveLength(MIGRATION_COUNT);

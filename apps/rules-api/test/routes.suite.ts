@@ -1,8 +1,8 @@
 /**
- * The route tests of SPEC §3, written once and run against Postgres (`routes.pg.int.test.ts`) and
+ * The route tests of the rules API (docs/rules-api.md), written once and run against Postgres (`routes.pg.int.test.ts`) and
  * PGlite (`routes.pglite.test.ts`).
  */
-import { gunzipSync } from 'node:zlib';
+import { deflateSync, gunzipSync, gzipSync } from 'node:zlib';
 import type { Rule, RuleInput } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -258,6 +258,116 @@ export function describeRoutes(label: string, makeBackend: MakeBackend) {
           });
           expect(expectError(res, 400).message, payload).toMatch(/^body /);
         }
+      });
+    });
+
+    describe('values the database or JavaScript objects cannot take', () => {
+      /** Raw JSON text, so that escapes such as `\u0000` reach the server exactly as written. */
+      const send = (method: 'POST' | 'PUT', url: string, payload: string, headers = {}) =>
+        app.inject({
+          method,
+          url,
+          headers: { ...admin, 'content-type': 'application/json', ...headers },
+          payload,
+        });
+      const body = (patch: string) =>
+        `{"name":"nul-test","match":{"path":"/nul"},"limit":{"capacity":1,"refill":1,"period":"1s"}${patch}}`;
+
+      /** A body fragment and the field the 400 must name. */
+      const NUL_BODIES: Array<[string, string]> = [
+        [',"description":"a\\u0000b"', 'body/description '],
+        [',"description":"\\u0000"', 'body/description '],
+        [',"client":{"by":"header","name":"x-key\\u0000"}', 'body/client/name '],
+        [',"match":{"path":"/nul","methods":["GET","\\u0000"]}', 'body/match/methods/1 '],
+        [',"match":{"path":"/nul","host":"a\\u0000.example"}', 'body/match/host '],
+        // a field no schema knows yet: refused wherever it is nested
+        [',"future":{"list":[{"deep":"x\\u0000"}]}', 'body/future/list/0/deep '],
+        [',"match":{"path":"/nul","a/b~c":"\\u0000"}', 'body/match/a~1b~0c '],
+      ];
+
+      it('answers 400 naming the field for a NUL in any string, on POST and PUT, and stores nothing', async () => {
+        const existing = await createRule(app);
+        const before = (await get('/rules/snapshot')).json();
+        for (const [patch, field] of NUL_BODIES) {
+          for (const [method, url] of [
+            ['POST', '/rules'],
+            ['PUT', `/rules/${existing.id}`],
+          ] as const) {
+            const res = await send(method, url, body(patch));
+            const error = expectError(res, 400);
+            expect(error.message, `${method} ${patch}`).toContain(field);
+            expect(error.message).toContain('NUL');
+            expect(error.code).toBe('SLUICE_VALIDATION');
+          }
+        }
+        const name = await send('POST', '/rules', body('').replace('nul-test', 'nul\\u0000test'));
+        expect(expectError(name, 400).message).toMatch(/^body\/name .*NUL/);
+        const key = await send('POST', '/rules', body(',"match":{"path":"/nul","a\\u0000":1}'));
+        expect(expectError(key, 400).message).toMatch(/^body\/match has a key .*NUL/);
+        expect((await get('/rules/snapshot')).json()).toEqual(before);
+      });
+
+      it('answers 400 for a lone surrogate, which Postgres would refuse or silently replace', async () => {
+        const res = await send('POST', '/rules', body(',"description":"broken \\ud800 text"'));
+        const error = expectError(res, 400);
+        expect(error.message).toContain('body/description');
+        expect(error.message).toContain('lone surrogate');
+        const paired = await send('POST', '/rules', body(',"description":"paired \\ud83d\\ude00"'));
+        expect(paired.statusCode, paired.body).toBe(201);
+        expect(paired.json().description).toBe('paired \u{1f600}');
+      });
+
+      it('answers 400 naming a __proto__ or constructor key, wherever it is', async () => {
+        const cases: Array<[string, string]> = [
+          [',"__proto__":{"enabled":false}', "body must not have the key '__proto__'"],
+          [',"constructor":{"prototype":{"x":1}}', "body must not have the key 'constructor'"],
+          [',"constructor":1', "body must not have the key 'constructor'"],
+          [',"client":{"by":"ip","__proto__":{}}', "body/client must not have the key '__proto__'"],
+          [',"\\u005f_proto__":1', "body must not have the key '__proto__'"],
+        ];
+        for (const [patch, message] of cases) {
+          const error = expectError(await send('POST', '/rules', body(patch)), 400);
+          expect(error.message, patch).toContain(message);
+          expect(error.message, patch).toMatch(/prototype|constructor every/);
+          expect(error.code).toBe('SLUICE_VALIDATION');
+        }
+      });
+
+      it('answers 415 for a compressed body, naming the encoding; identity is plain JSON', async () => {
+        const json = JSON.stringify(ruleInput());
+        for (const [encoding, payload] of [
+          ['gzip', gzipSync(json)],
+          ['deflate', deflateSync(json)],
+          ['br', Buffer.from(json)],
+          ['GZIP, identity', gzipSync(json)],
+        ] as const) {
+          const res = await app.inject({
+            method: 'POST',
+            url: '/rules',
+            headers: { ...admin, 'content-type': 'application/json', 'content-encoding': encoding },
+            payload,
+          });
+          const error = expectError(res, 415);
+          expect(error.code).toBe('SLUICE_UNSUPPORTED_ENCODING');
+          expect(error.message, encoding).toContain(encoding.split(',')[0]!.toLowerCase());
+          expect(res.headers['accept-encoding']).toBe('identity');
+        }
+        const plain = await send('POST', '/rules', json, { 'content-encoding': 'identity' });
+        expect(plain.statusCode, plain.body).toBe(201);
+      });
+
+      it('answers 400 SLUICE_INVALID_CURSOR for a cursor holding a NUL or a lone surrogate', async () => {
+        const cursorOf = (position: unknown) =>
+          Buffer.from(JSON.stringify(position), 'utf8').toString('base64url');
+        for (const position of [{ after: 'a\u0000b' }, { after: '\u0000' }, { after: 'x\ud800' }]) {
+          const res = await get(`/rules?cursor=${cursorOf(position)}`);
+          const error = expectError(res, 400);
+          expect(error.code, JSON.stringify(position)).toBe('SLUICE_INVALID_CURSOR');
+          expect(error.message).toContain('cursor');
+        }
+        const rule = await createRule(app);
+        const history = await get(`/rules/${rule.id}/history?cursor=${cursorOf({ before: '1\u0000' })}`);
+        expect(expectError(history, 400).code).toBe('SLUICE_INVALID_CURSOR');
       });
     });
 
@@ -658,6 +768,10 @@ export function describeRoutes(label: string, makeBackend: MakeBackend) {
         );
         expect(doc.paths['/rules/{id}'].put.responses).toHaveProperty('412');
         expect(doc.components.schemas).toHaveProperty('Rule');
+        // the repository's own docs, not a contract that is not in it
+        expect(openapi.body).not.toMatch(/SPEC/);
+        expect(doc.info.description).toContain('docs/rules.md');
+        expect(doc.info.description).toContain('docs/rules-api.md');
         const docs = await get('/docs', {});
         expect(docs.statusCode).toBe(200);
         expect(docs.headers['content-type']).toMatch(/text\/html/);

@@ -1,8 +1,10 @@
 /**
  * Tables of the rules API. Migrations in `migrations/` (repo root) are generated from this file with
- * `pnpm --filter @sluice/rules-api db:generate`; never edit them by hand.
+ * `pnpm --filter @sluice/rules-api db:generate`; never edit them by hand. A step that moves data
+ * (0002) is an empty migration from `db:generate --custom`, filled with SQL, between the generated
+ * migration that adds the new columns and the one that drops the old.
  */
-import type { Rule } from '@sluice/shared';
+import type { Rule, RuleFields } from '@sluice/shared';
 import { sql } from 'drizzle-orm';
 import {
   bigint,
@@ -10,10 +12,9 @@ import {
   boolean,
   check,
   customType,
-  doublePrecision,
   index,
   integer,
-  jsonb,
+  json,
   pgTable,
   smallint,
   text,
@@ -30,20 +31,21 @@ const byteOrderedText = customType<{ data: string }>({
   dataType: () => 'text COLLATE "C"',
 });
 
+/**
+ * One row per rule. The rule itself is `definition`: its writable fields as written, defaults filled
+ * in, stored as `json` (which keeps the text, so the key order, as written; jsonb would reorder the
+ * keys). The table does not follow the rule's shape, so a new rule field needs no migration. `name`,
+ * `enabled` and `priority` are copies kept as columns for the unique name, ordering and filters;
+ * the repository writes them together with `definition`, never apart.
+ */
 export const rules = pgTable(
   'rules',
   {
     id: uuid('id').primaryKey().defaultRandom(),
     name: byteOrderedText('name').notNull().unique('rules_name_unique'),
-    description: text('description'),
-    match: jsonb('match').$type<Rule['match']>().notNull(),
-    client: jsonb('client').$type<Rule['client']>().notNull(),
-    limit: jsonb('limit').$type<Rule['limit']>().notNull(),
-    cost: doublePrecision('cost').notNull(),
-    maxDebt: doublePrecision('max_debt').notNull(),
     enabled: boolean('enabled').notNull(),
-    shadow: boolean('shadow').notNull(),
     priority: integer('priority').notNull(),
+    definition: json('definition').$type<RuleFields>().notNull(),
     /** starts at 1, +1 on every change of this rule (optimistic concurrency, ETag) */
     version: integer('version').notNull().default(1),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
@@ -67,8 +69,8 @@ export const ruleHistory = pgTable(
     /** which credential wrote: `admin`, `anonymous` (auth disabled)…; never the token itself */
     actor: text('actor').notNull(),
     at: timestamp('at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
-    /** the rule as the API returned it after the change (before it, for a delete) */
-    rule: jsonb('rule').$type<Rule>().notNull(),
+    /** the rule as the API returned it after the change (before it, for a delete); `json` keeps key order */
+    rule: json('rule').$type<Rule>().notNull(),
     /** the rule-set version this change produced */
     rulesetVersion: bigint('ruleset_version', { mode: 'number' }).notNull(),
   },

@@ -20,4 +20,12 @@ describe('cursors', () => {
   it.each(['', 'not base64!', 'bm90LWpzb24', 'WzEsMl0', 'bnVsbA', 'A'.repeat(513)])('reject %j', (cursor) => {
     expect(decodeCursor(cursor)).toBeUndefined();
   });
+
+  it.each([{ after: 'a\u0000b' }, { after: '\ud800' }, { after: { nested: 1 } }, { before: null }])(
+    'reject a position the database cannot take or encodeCursor cannot write: %j',
+    (position) => {
+      const cursor = Buffer.from(JSON.stringify(position), 'utf8').toString('base64url');
+      expect(decodeCursor(cursor)).toBeUndefined();
+    },
+  );
 });

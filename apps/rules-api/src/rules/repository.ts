@@ -14,6 +14,7 @@ import {
   VersionMismatchError,
 } from '../errors.js';
 import type { TagCondition } from '../http/etag.js';
+import { orderedRule, ruleDefinition, ruleOf } from './definition.js';
 
 export type Actor = string;
 
@@ -39,43 +40,22 @@ export interface WriteResult {
 type RuleRow = typeof rules.$inferSelect;
 type RuleInsert = typeof rules.$inferInsert;
 
-/** Keys in the order SPEC §2 shows them; jsonb does not keep key order, so objects are rebuilt. */
 export function toRule(row: RuleRow): Rule {
-  const match: Rule['match'] = { path: row.match.path };
-  if (row.match.methods !== undefined) match.methods = row.match.methods;
-  if (row.match.host !== undefined) match.host = row.match.host;
-  const client: Rule['client'] =
-    row.client.name !== undefined ? { by: row.client.by, name: row.client.name } : { by: row.client.by };
-  return {
+  return ruleOf(row.definition, {
     id: row.id,
-    name: row.name,
-    ...(row.description !== null ? { description: row.description } : {}),
-    match,
-    client,
-    limit: { capacity: row.limit.capacity, refill: row.limit.refill, period: row.limit.period },
-    cost: row.cost,
-    maxDebt: row.maxDebt,
-    enabled: row.enabled,
-    shadow: row.shadow,
-    priority: row.priority,
     version: row.version,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
-  };
+  });
 }
 
+/** The columns of one rule: its definition, and the copies of it that queries use. */
 function toRow(fields: RuleFields): Omit<RuleInsert, 'id' | 'version' | 'createdAt' | 'updatedAt'> {
   return {
     name: fields.name,
-    description: fields.description ?? null,
-    match: fields.match,
-    client: fields.client,
-    limit: fields.limit,
-    cost: fields.cost,
-    maxDebt: fields.maxDebt,
     enabled: fields.enabled,
-    shadow: fields.shadow,
     priority: fields.priority,
+    definition: ruleDefinition(fields),
   };
 }
 
@@ -141,7 +121,7 @@ export class RulesRepository {
     if (list.length === 0) return this.currentRulesetVersion();
     return this.database.transaction(async (tx) => {
       const created: Rule[] = [];
-      // 1,000 rows × 14 columns stays far below Postgres' 65,535 bind parameters.
+      // 1,000 rows × 4 columns stays far below Postgres' 65,535 bind parameters.
       for (let i = 0; i < list.length; i += 1_000) {
         const rows = await tx
           .insert(rules)
@@ -255,7 +235,7 @@ export class RulesRepository {
         action: r.action,
         at: r.at.toISOString(),
         actor: r.actor,
-        rule: r.rule,
+        rule: orderedRule(r.rule),
       })),
       nextBeforeId: rows.length > options.limit ? page[page.length - 1]!.id : undefined,
     };

@@ -1,5 +1,5 @@
 /**
- * The routes of SPEC §3. Handlers stay thin: parse conditions and cursors, call the repository,
+ * The routes of the rules API (docs/rules-api.md). Handlers stay thin: parse conditions and cursors, call the repository,
  * set `Location`/`ETag`. Bodies are checked by the JSON schema first, then by `checkRule`.
  */
 

@@ -33,7 +33,7 @@ const ERROR_DESCRIPTIONS = {
   409: 'Conflict: another rule has this name',
   412: 'Precondition Failed: If-Match does not name the current version',
   413: 'Payload Too Large: body over the limit',
-  415: 'Unsupported Media Type: the body must be application/json',
+  415: 'Unsupported Media Type: the body must be application/json, uncompressed (no Content-Encoding)',
   500: 'Internal Server Error',
   503: 'Service Unavailable: the database does not answer',
 } as const;

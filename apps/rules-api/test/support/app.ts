@@ -59,7 +59,7 @@ export async function createRule(app: FastifyInstance, input: RuleInput = ruleIn
   return res.json();
 }
 
-/** Asserts the status and the SPEC §3 error shape `{ statusCode, error, message }`; returns the body. */
+/** Asserts the status and the error shape of docs/rules-api.md `{ statusCode, error, message }`; returns the body. */
 export function expectError(res: LightMyRequestResponse, statusCode: number) {
   expect(res.statusCode, res.body).toBe(statusCode);
   expect(res.headers['content-type']).toMatch(/^application\/json/);
