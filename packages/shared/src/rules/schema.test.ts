@@ -713,3 +713,13 @@ describe('withDefaults: format 2 and round trips', () => {
     expect(isRule(noAlgorithm)).toBe(false);
   });
 });
+
+describe('docs/rules.md', () => {
+  it('has only examples the rules API accepts', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const text = await readFile(new URL('../../../../docs/rules.md', import.meta.url), 'utf8');
+    const blocks = [...text.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!));
+    expect(blocks.length).toBeGreaterThanOrEqual(3);
+    for (const body of blocks) expect(validateRuleInput(body), body.name).toMatchObject({ ok: true });
+  });
+});

@@ -677,7 +677,7 @@ export function checkRule(input: RuleInput): RuleFieldError[] {
       if (input[key] !== undefined) fail(errors, key, 'has no effect on an unlimited rule; remove it');
     }
   } else if (form === undefined) {
-    fail(errors, 'limit', 'is required (or write limits, or unlimited: true)');
+    fail(errors, 'limit', "is required: a rule needs 'limit', 'limits' or 'unlimited': true");
   }
 
   if (form === 'limits') {
