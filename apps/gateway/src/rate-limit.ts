@@ -9,7 +9,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import {
+  type BucketLimits,
   bucketKey,
+  type CompiledLimit,
   type CompiledRule,
   type CompiledRuleSet,
   type Decision,
@@ -30,9 +32,10 @@ interface RuleRuntime {
   readonly id: string;
   readonly name: string;
   readonly shadow: boolean;
-  readonly limits: CompiledRule['limits'];
+  /** the rule's token bucket; undefined for a rule this hook does not limit yet (format 2, unlimited) */
+  readonly limits: BucketLimits | undefined;
   readonly cost: number;
-  readonly clientBy: CompiledRule['clientBy'];
+  readonly clientBy: CompiledLimit['clientBy'];
   readonly clientHeader: string | undefined;
   readonly policyHeader: string;
   /** `"<name>";r=` */
@@ -123,13 +126,20 @@ export class RateLimiter {
         .send(errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet'));
       return;
     }
-    const compiled = rules.match({ method: raw.method ?? '', host: raw.headers.host, path: target.path });
-    if (compiled === undefined) {
+    const compiled = rules.match({
+      method: raw.method ?? '',
+      host: raw.headers.host,
+      path: target.path,
+      header: (name) => raw.headersDistinct[name],
+      clientIp: () => (this.#trustProxy ? request.ip : raw.socket.remoteAddress),
+    });
+    const rule = compiled === undefined ? undefined : this.#runtimes.get(compiled)!;
+    if (rule?.limits === undefined) {
       this.#unlimited.inc();
       proceed(raw, reply, done);
       return;
     }
-    const rule = this.#runtimes.get(compiled)!;
+    const limits = rule.limits;
     let clientKey: string;
     if (rule.clientBy === 'global') clientKey = GLOBAL_CLIENT_KEY;
     else if (rule.clientBy === 'header') {
@@ -147,11 +157,11 @@ export class RateLimiter {
     }
     const generation = this.#generation;
     this.#store
-      .decide({ key, limits: rule.limits, cost: rule.cost })
+      .decide({ key, limits, cost: rule.cost })
       .then(
         (decision) => {
           if (!decision.allowed && generation === this.#generation && !this.#store.isFallback(decision)) {
-            this.#denials.remember(key, decision, rule.limits, sentAtMs);
+            this.#denials.remember(key, decision, limits, sentAtMs);
           }
           this.#apply(rule, decision, raw, reply, done);
         },
@@ -219,14 +229,23 @@ export class RateLimiter {
     const name = compiled.name;
     const metrics = this.#metrics;
     const message = `rate limit of rule "${name}" exceeded`;
+    // TODO(lead): format-2 rules (several limits) and unlimited rules are proxied unlimited until the
+    // hook decides all of a rule's limits; only a format-1 rule's single token bucket is enforced here.
+    const limit = compiled.format === 1 ? compiled.limits[0] : undefined;
+    const spec = limit?.spec.algorithm === 'token-bucket' ? limit.spec : undefined;
     return {
       id: compiled.id,
       name,
       shadow: compiled.shadow,
-      limits: compiled.limits,
-      cost: compiled.cost,
-      clientBy: compiled.clientBy,
-      clientHeader: compiled.clientHeader,
+      limits: spec && {
+        capacity: spec.capacity,
+        refill: spec.refill,
+        periodMs: spec.periodMs,
+        maxDebt: spec.maxDebt,
+      },
+      cost: limit?.cost ?? 1,
+      clientBy: limit?.clientBy ?? 'ip',
+      clientHeader: limit?.clientHeader,
       policyHeader: compiled.policyHeader,
       rateLimitPrefix: `"${name}";r=`,
       denyBodyPrefix: `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},"retryAfter":`,

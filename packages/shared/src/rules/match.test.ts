@@ -1,23 +1,32 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compileRules, pathSpecificity, RuleCompileError, refillWindowSec, requestHostKey } from './match.js';
-import { type Rule, type RuleInput, withDefaults } from './schema.js';
+import {
+  compileRules,
+  type MatchRequest,
+  pathSpecificity,
+  RuleCompileError,
+  refillWindowSec,
+  requestHostKey,
+} from './match.js';
+import { checkRule, type Rule, type RuleInput, withDefaults } from './schema.js';
 
 let nextId = 0;
 
-/** A stored rule from a partial input: `rule('r1', '/a/**', { priority: 2 })`. */
+/** A stored rule from a partial input: `rule('r1', '/a/**', { priority: 2 })` (format 1 unless `limits`/`unlimited`). */
 function rule(
   name: string,
   path: string,
   extra: Omit<Partial<RuleInput>, 'match'> & { match?: Partial<RuleInput['match']> } = {},
 ): Rule {
   const { match, ...rest } = extra;
+  const form = rest.limits !== undefined || rest.unlimited !== undefined;
   const input: RuleInput = {
     name,
     match: { path, ...match },
-    limit: { capacity: 10, refill: 10, period: '1s' },
+    ...(form ? {} : { limit: { capacity: 10, refill: 10, period: '1s' } }),
     ...rest,
   };
+  expect(checkRule(input)).toEqual([]);
   nextId++;
   return {
     ...withDefaults(input),
@@ -28,7 +37,7 @@ function rule(
   };
 }
 
-function req(path: string, method = 'GET', host: string | undefined = 'example.com') {
+function req(path: string, method = 'GET', host: string | undefined = 'example.com'): MatchRequest {
   return { method, host, path };
 }
 
@@ -87,9 +96,13 @@ describe('compileRules: which rule applies', () => {
     expect(winner([rule('a.b', '/a'), rule('a-b', '/a')], '/a')).toBe('a-b');
   });
 
-  it('keeps precedence when a host-specific rule and a generic rule compete (host is not specificity)', () => {
+  it('counts a host as a condition: after priority and path, the host-specific rule comes first', () => {
     const rules = [rule('b-host', '/a', { match: { host: 'example.com' } }), rule('a-any', '/a')];
-    expect(winner(rules, '/a')).toBe('a-any');
+    expect(winner(rules, '/a')).toBe('b-host');
+    expect(winner(rules, '/a', 'GET', 'other.com')).toBe('a-any');
+    // priority and path specificity still come first
+    expect(winner([...rules, rule('z-any', '/a', { priority: 1 })], '/a')).toBe('z-any');
+    expect(winner([...rules, rule('z-exact', '/*')], '/a')).toBe('b-host');
     expect(
       winner([...rules, rule('c-host', '/a', { priority: 1, match: { host: 'example.com' } })], '/a'),
     ).toBe('c-host');
@@ -115,9 +128,11 @@ describe('compileRules: methods', () => {
     expect(winner(rules, '/a', 'post')).toBeUndefined();
   });
 
-  it('does not let HEAD match a GET-only rule', () => {
+  it('lets HEAD match a rule that lists GET (servers answer HEAD with the GET handler)', () => {
     const rules = [rule('get', '/a', { match: { methods: ['GET'] } })];
-    expect(winner(rules, '/a', 'HEAD')).toBeUndefined();
+    expect(winner(rules, '/a', 'HEAD')).toBe('get');
+    expect(winner([rule('head', '/a', { match: { methods: ['HEAD'] } })], '/a', 'GET')).toBeUndefined();
+    expect(winner([rule('post', '/a', { match: { methods: ['POST'] } })], '/a', 'HEAD')).toBeUndefined();
     expect(winner([rule('both', '/a', { match: { methods: ['GET', 'HEAD'] } })], '/a', 'HEAD')).toBe('both');
   });
 
@@ -175,6 +190,16 @@ describe('compileRules: hosts', () => {
     expect(requestHostKey('::1')).toBe('::1');
     expect(requestHostKey('')).toBeUndefined();
     expect(requestHostKey(undefined)).toBeUndefined();
+  });
+
+  it('drops one trailing dot of a request host, so `api.example.com.` cannot dodge a host rule', () => {
+    expect(requestHostKey('API.example.com.')).toBe('api.example.com');
+    expect(requestHostKey('api.example.com.:8080')).toBe('api.example.com');
+    expect(requestHostKey('api.example.com..')).toBe('api.example.com.');
+    expect(requestHostKey('.')).toBe('.');
+    expect(winner(rules, '/a', 'GET', 'api.example.com.')).toBe('api');
+    expect(winner(rules, '/a', 'GET', 'api.example.com.:443')).toBe('api');
+    expect(winner(rules, '/a', 'GET', 'api.example.com..')).toBeUndefined();
   });
 });
 
@@ -242,7 +267,7 @@ describe('compileRules: paths', () => {
 });
 
 describe('compileRules: what each compiled rule carries', () => {
-  it('precomputes limits, cost, client and the RateLimit-Policy header', () => {
+  it('precomputes a format-1 rule: one limit named "", its client and the RateLimit-Policy header', () => {
     const set = compileRules([
       rule('orders', '/orders/**', {
         limit: { capacity: 100, refill: 100, period: '1m' },
@@ -258,14 +283,23 @@ describe('compileRules: what each compiled rule carries', () => {
       name: 'orders',
       priority: 3,
       shadow: true,
-      cost: 2,
-      limits: { capacity: 100, refill: 100, periodMs: 60_000, maxDebt: 50 },
-      clientBy: 'header',
-      clientHeader: 'x-api-key',
-      windowSec: 60,
+      format: 1,
+      unlimited: false,
       policyHeader: '"orders";q=100;w=60',
       specificity: [1, 0, 1],
+      conditions: 0,
     });
+    expect(c?.limits).toEqual([
+      {
+        name: '',
+        spec: { algorithm: 'token-bucket', capacity: 100, refill: 100, periodMs: 60_000, maxDebt: 50 },
+        cost: 2,
+        clientBy: 'header',
+        clientHeader: 'x-api-key',
+        label: 'orders',
+        policyItem: '"orders";q=100;w=60',
+      },
+    ]);
     expect(c?.rule.match.path).toBe('/orders/**');
     expect(set.rules.map((r) => r.name)).toEqual(['orders']);
   });
@@ -274,9 +308,107 @@ describe('compileRules: what each compiled rule carries', () => {
     const c = compileRules([rule('d', '/', { limit: { capacity: 5, refill: 1, period: 1000 } })]).match(
       req('/'),
     );
-    expect(c).toMatchObject({ cost: 1, clientBy: 'ip', clientHeader: undefined, shadow: false });
-    expect(c?.limits).toEqual({ capacity: 5, refill: 1, periodMs: 1000, maxDebt: 5 });
+    expect(c).toMatchObject({ shadow: false, format: 1 });
+    expect(c?.limits[0]).toMatchObject({ cost: 1, clientBy: 'ip', clientHeader: undefined });
+    expect(c?.limits[0]?.spec).toEqual({
+      algorithm: 'token-bucket',
+      capacity: 5,
+      refill: 1,
+      periodMs: 1000,
+      maxDebt: 5,
+    });
     expect(c?.policyHeader).toBe('"d";q=5;w=5');
+  });
+
+  it('precomputes a format-2 rule: one limit per item, labels <rule>.<limit>, costs inherited or own', () => {
+    const c = compileRules([
+      rule('api', '/api/**', {
+        cost: 2,
+        limits: [
+          {
+            name: 'burst',
+            client: { by: 'header', name: 'X-Api-Key' },
+            capacity: 20,
+            refill: 10,
+            period: '1s',
+          },
+          { name: 'daily', algorithm: 'sliding-window', max: 10_000, window: '1d', cost: 1 },
+          {
+            name: 'everyone',
+            client: { by: 'global' },
+            capacity: 1000,
+            refill: 1000,
+            period: '1s',
+            maxDebt: 0,
+          },
+          { name: 'slow', algorithm: 'sliding-window', max: 5, window: 1500 },
+        ],
+      }),
+    ]).match(req('/api/x'))!;
+    expect(c).toMatchObject({ format: 2, unlimited: false, conditions: 0 });
+    expect(c.limits).toEqual([
+      {
+        name: 'burst',
+        spec: { algorithm: 'token-bucket', capacity: 20, refill: 10, periodMs: 1000, maxDebt: 20 },
+        cost: 2,
+        clientBy: 'header',
+        clientHeader: 'x-api-key',
+        label: 'api.burst',
+        policyItem: '"api.burst";q=20;w=2',
+      },
+      {
+        name: 'daily',
+        spec: { algorithm: 'sliding-window', max: 10_000, windowMs: 86_400_000 },
+        cost: 1,
+        clientBy: 'ip',
+        clientHeader: undefined,
+        label: 'api.daily',
+        policyItem: '"api.daily";q=10000;w=86400',
+      },
+      {
+        name: 'everyone',
+        spec: { algorithm: 'token-bucket', capacity: 1000, refill: 1000, periodMs: 1000, maxDebt: 0 },
+        cost: 2,
+        clientBy: 'global',
+        clientHeader: undefined,
+        label: 'api.everyone',
+        policyItem: '"api.everyone";q=1000;w=1',
+      },
+      {
+        name: 'slow',
+        spec: { algorithm: 'sliding-window', max: 5, windowMs: 1500 },
+        cost: 2,
+        clientBy: 'ip',
+        clientHeader: undefined,
+        label: 'api.slow',
+        policyItem: '"api.slow";q=5;w=2',
+      },
+    ]);
+    expect(c.policyHeader).toBe(
+      '"api.burst";q=20;w=2, "api.daily";q=10000;w=86400, "api.everyone";q=1000;w=1, "api.slow";q=5;w=2',
+    );
+  });
+
+  it('compiles an unlimited rule with no limits and an empty policy', () => {
+    const c = compileRules([rule('free', '/**', { unlimited: true })]).match(req('/x'))!;
+    expect(c).toMatchObject({ format: 2, unlimited: true, limits: [], policyHeader: '' });
+  });
+
+  it('counts conditions: non-empty methods, host, each header, clientIps, notClientIps', () => {
+    const c = compileRules([
+      rule('many', '/', {
+        match: {
+          methods: ['GET'],
+          host: 'a.com',
+          headers: { 'x-a': '1', 'X-B': '2' },
+          clientIps: ['10.0.0.0/8'],
+          notClientIps: ['10.0.0.1'],
+          caseInsensitive: true,
+        },
+      }),
+      rule('none', '/x', { match: { methods: [] } }),
+    ]);
+    expect(c.rules.map((r) => r.conditions)).toEqual([6, 0]);
   });
 
   it('rounds the policy window up to whole seconds, at least 1', () => {
@@ -297,6 +429,8 @@ describe('compileRules: what each compiled rule carries', () => {
     const c = set.match(req('/a'))!;
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.limits)).toBe(true);
+    expect(Object.isFrozen(c.limits[0])).toBe(true);
+    expect(Object.isFrozen(c.limits[0]!.spec)).toBe(true);
   });
 
   it('refuses an enabled rule the rules API would have rejected, naming rule and field', () => {
@@ -313,27 +447,228 @@ describe('compileRules: what each compiled rule carries', () => {
   });
 });
 
+/** A request with headers (name → values as received) and a client IP; counts clientIp() calls. */
+function fullReq(
+  path: string,
+  opts: { method?: string; host?: string; headers?: Record<string, string[]>; ip?: string } = {},
+) {
+  const calls = { ip: 0 };
+  const headers = new Map(Object.entries(opts.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  const r: MatchRequest = {
+    method: opts.method ?? 'GET',
+    host: opts.host ?? 'example.com',
+    path,
+    header: (name) => headers.get(name),
+    clientIp: () => {
+      calls.ip++;
+      return opts.ip;
+    },
+  };
+  return { r, calls };
+}
+
+describe('compileRules: header conditions', () => {
+  const rules = [rule('free', '/a', { match: { headers: { 'X-Tier': 'free' } } }), rule('all', '/a')];
+  const who = (headers: Record<string, string[]> | undefined) =>
+    compileRules(rules).match(fullReq('/a', { headers }).r)?.name;
+
+  it('holds when the header is there once with exactly that value (name case-insensitive)', () => {
+    expect(who({ 'x-tier': ['free'] })).toBe('free');
+  });
+
+  it('does not hold for another value, another case of the value, or an absent header', () => {
+    expect(who({ 'x-tier': ['paid'] })).toBe('all');
+    expect(who({ 'x-tier': ['Free'] })).toBe('all');
+    expect(who({ 'x-tier': ['free '] })).toBe('all');
+    expect(who({ 'x-tier': ['free, paid'] })).toBe('all');
+    expect(who({})).toBe('all');
+    expect(compileRules(rules).match(req('/a'))?.name).toBe('all');
+  });
+
+  it('does not hold when the header is repeated, even with the same value each time', () => {
+    expect(who({ 'x-tier': ['free', 'paid'] })).toBe('all');
+    expect(who({ 'x-tier': ['paid', 'free'] })).toBe('all');
+    expect(who({ 'x-tier': ['free', 'free'] })).toBe('all');
+    expect(who({ 'x-tier': [] })).toBe('all');
+  });
+
+  it('needs every entry', () => {
+    const two = [rule('both', '/a', { match: { headers: { 'x-a': '1', 'x-b': '2' } } })];
+    const m = (headers: Record<string, string[]>) =>
+      compileRules(two).match(fullReq('/a', { headers }).r)?.name;
+    expect(m({ 'x-a': ['1'], 'x-b': ['2'] })).toBe('both');
+    expect(m({ 'x-a': ['1'] })).toBeUndefined();
+    expect(m({ 'x-b': ['2'] })).toBeUndefined();
+  });
+
+  it('puts the rule with more conditions first, and falls through when they fail', () => {
+    const set = compileRules([
+      rule('a-plain', '/a'),
+      rule('b-one', '/a', { match: { headers: { 'x-a': '1' } } }),
+      rule('c-two', '/a', { match: { headers: { 'x-a': '1' }, methods: ['POST'] } }),
+    ]);
+    const m = (method: string, headers: Record<string, string[]>) =>
+      set.match(fullReq('/a', { method, headers }).r)?.name;
+    expect(m('POST', { 'x-a': ['1'] })).toBe('c-two');
+    expect(m('GET', { 'x-a': ['1'] })).toBe('b-one');
+    expect(m('POST', {})).toBe('a-plain');
+  });
+});
+
+describe('compileRules: client IP conditions', () => {
+  const set = compileRules([
+    rule('partner', '/**', { match: { clientIps: ['203.0.113.0/24', '2001:db8::/32'] } }),
+    rule('not-office', '/x/**', { match: { notClientIps: ['198.51.100.7'] }, priority: -1 }),
+    rule('rest', '/**', { priority: -2 }),
+  ]);
+  const who = (path: string, ip: string | undefined) => set.match(fullReq(path, { ip }).r)?.name;
+
+  it('clientIps: the client IP must be in one of the nets (v4 and v6)', () => {
+    expect(who('/', '203.0.113.9')).toBe('partner');
+    expect(who('/', '2001:db8:1::5')).toBe('partner');
+    expect(who('/', '203.0.114.9')).toBe('rest');
+    expect(who('/', '2001:db9::1')).toBe('rest');
+  });
+
+  it('counts an IPv4-mapped IPv6 address as the IPv4 address, both ways', () => {
+    expect(who('/', '::ffff:203.0.113.9')).toBe('partner');
+    expect(who('/x', '::ffff:198.51.100.7')).toBe('rest');
+    const mappedRule = compileRules([rule('m', '/', { match: { clientIps: ['::ffff:192.0.2.0/120'] } })]);
+    expect(mappedRule.match(fullReq('/', { ip: '192.0.2.4' }).r)?.name).toBe('m');
+    expect(mappedRule.match(fullReq('/', { ip: '192.0.3.4' }).r)).toBeUndefined();
+  });
+
+  it('notClientIps: the client IP must be in none of them', () => {
+    expect(who('/x/1', '198.51.100.7')).toBe('rest');
+    expect(who('/x/1', '198.51.100.8')).toBe('not-office');
+  });
+
+  it('an unknown or unreadable client IP never satisfies clientIps and always satisfies notClientIps', () => {
+    for (const ip of [undefined, '', 'garbage', '203.0.113.9.1']) {
+      expect(who('/', ip)).toBe('rest');
+      expect(who('/x/1', ip)).toBe('not-office');
+    }
+    expect(set.match(req('/'))?.name).toBe('rest');
+  });
+
+  it('reads the client IP lazily: never without a candidate IP rule, at most once per lookup', () => {
+    const plain = compileRules([
+      rule('a', '/a'),
+      rule('b', '/b/**', { match: { clientIps: ['10.0.0.0/8'] } }),
+    ]);
+    const one = fullReq('/a', { ip: '10.1.1.1' });
+    expect(plain.match(one.r)?.name).toBe('a');
+    expect(one.calls.ip).toBe(0);
+    const many = compileRules([
+      rule('p1', '/**', { match: { clientIps: ['10.0.0.0/8'] }, priority: 2 }),
+      rule('p2', '/**', { match: { notClientIps: ['192.168.0.0/16'] }, priority: 1 }),
+      rule('p3', '/**', { match: { clientIps: ['172.16.0.0/12'] } }),
+    ]);
+    const two = fullReq('/q', { ip: '172.16.0.1' });
+    expect(many.match(two.r)?.name).toBe('p2');
+    expect(two.calls.ip).toBe(1);
+  });
+
+  it('exempts a campaign region with an unlimited rule of higher priority', () => {
+    const exempt = compileRules([
+      rule('api', '/api/**', { client: { by: 'ip' } }),
+      rule('campaign', '/api/**', {
+        unlimited: true,
+        priority: 10,
+        match: { clientIps: ['203.0.113.0/24'] },
+      }),
+    ]);
+    expect(exempt.match(fullReq('/api/x', { ip: '203.0.113.50' }).r)).toMatchObject({
+      name: 'campaign',
+      unlimited: true,
+      limits: [],
+    });
+    expect(exempt.match(fullReq('/api/x', { ip: '192.0.2.1' }).r)?.name).toBe('api');
+  });
+});
+
+describe('compileRules: canonical and case-insensitive paths', () => {
+  it('matches a non-ASCII rule path against the percent-encoded request path', () => {
+    const set = compileRules([rule('u', '/ü/*'), rule('cafe', '/café'), rule('sub', "/a:b@c!$&'()+,;=")]);
+    expect(set.match(req('/%C3%BC/x'))?.name).toBe('u');
+    expect(set.match(req('/caf%C3%A9'))?.name).toBe('cafe');
+    expect(set.match(req("/a:b@c!$&'()+,;="))?.name).toBe('sub');
+    // the request normaliser hands over canonical paths: lower-case hex is not the same spelling
+    expect(set.match(req('/%c3%bc/x'))).toBeUndefined();
+    expect(set.match(req('/ü/x'))).toBeUndefined();
+  });
+
+  it('compares literal segments case-insensitively (ASCII) for a caseInsensitive rule only', () => {
+    const set = compileRules([
+      rule('admin', '/Admin/**', { match: { caseInsensitive: true } }),
+      rule('exact', '/Exact'),
+      rule('u', '/ÄB', { match: { caseInsensitive: true } }),
+    ]);
+    for (const path of ['/admin', '/ADMIN/x', '/aDmIn/Y/z']) expect(set.match(req(path))?.name).toBe('admin');
+    expect(set.match(req('/Exact'))?.name).toBe('exact');
+    expect(set.match(req('/exact'))).toBeUndefined();
+    expect(set.match(req('/adminx'))).toBeUndefined();
+    // ASCII only: the percent-encoded Ä is not folded into ä, but its hex digits may be spelled either way
+    expect(set.match(req('/%C3%84b'))?.name).toBe('u');
+    expect(set.match(req('/%C3%A4B'))).toBeUndefined();
+  });
+
+  it('keeps precedence across case-sensitive and case-insensitive rules', () => {
+    const set = compileRules([
+      rule('ci-specific', '/a/b', { match: { caseInsensitive: true } }),
+      rule('cs-broad', '/a/**'),
+      rule('cs-high', '/**', { priority: 1, match: { methods: ['POST'] } }),
+    ]);
+    expect(set.match(req('/A/B'))?.name).toBe('ci-specific');
+    expect(set.match(req('/a/b'))?.name).toBe('ci-specific');
+    expect(set.match(req('/a/c'))?.name).toBe('cs-broad');
+    expect(set.match(req('/A/B', 'POST'))?.name).toBe('cs-high');
+  });
+});
+
 // ---------------------------------------------------------------------------------------------
 // Property: the trie matcher agrees with a plain reference over random rule sets and requests.
 
-/** Reference: SPEC §2 "Which rule applies", written as plainly as possible. */
-function referenceMatch(
-  rules: readonly Rule[],
-  r: { method: string; host: string | undefined; path: string },
-) {
+/** Which of the generated IPs lie in which generated net, written out by hand (independent of BlockList). */
+const NETS = ['10.0.0.0/8', '10.1.0.0/16', '2001:db8::/32', '192.0.2.1'] as const;
+const IN_NETS: Record<string, readonly string[]> = {
+  '10.1.2.3': ['10.0.0.0/8', '10.1.0.0/16'],
+  '::ffff:10.1.2.3': ['10.0.0.0/8', '10.1.0.0/16'],
+  '10.2.0.1': ['10.0.0.0/8'],
+  '2001:db8::1': ['2001:db8::/32'],
+  '192.0.2.1': ['192.0.2.1'],
+  '8.8.8.8': [],
+  garbage: [],
+};
+
+interface RefRequest {
+  method: string;
+  host: string | undefined;
+  path: string;
+  headers: Record<string, readonly string[]>;
+  ip: string | undefined;
+}
+
+/** Reference: docs/rules.md "Which rule applies", written as plainly as possible. */
+function referenceMatch(rules: readonly Rule[], r: RefRequest) {
   const segmentsOf = (p: string) => {
     const parts = p.split('/').slice(1);
     if (parts.length > 0 && parts[parts.length - 1] === '') parts.pop();
     return parts;
   };
-  const pathMatches = (pattern: string[], path: string[]): boolean => {
+  // canonical form of the generated rule segments: ASCII letters and `*` stay, the rest is UTF-8 %XX
+  const canonical = (segment: string) =>
+    [...segment].map((c) => (/[A-Za-z0-9*]/.test(c) ? c : encodeURIComponent(c))).join('');
+  const fold = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  const pathMatches = (pattern: string[], path: string[], ci: boolean): boolean => {
     if (pattern.length === 0) return path.length === 0;
     const [head, ...rest] = pattern;
     if (head === '**') return true;
     if (path.length === 0) return false;
-    return (head === '*' || head === path[0]) && pathMatches(rest, path.slice(1));
+    const same = ci ? fold(canonical(head!)) === fold(path[0]!) : canonical(head!) === path[0];
+    return (head === '*' || same) && pathMatches(rest, path.slice(1), ci);
   };
-  const requestHost = r.host?.toLowerCase().replace(/:\d*$/, '');
+  const requestHost = r.host?.toLowerCase().replace(/:\d*$/, '').replace(/\.$/, '');
   const specificity = (rule: Rule) => {
     const segs = segmentsOf(rule.match.path);
     return {
@@ -342,14 +677,34 @@ function referenceMatch(
       globstar: segs.includes('**') ? 1 : 0,
     };
   };
+  const conditions = (rule: Rule) =>
+    (rule.match.methods?.length ? 1 : 0) +
+    (rule.match.host ? 1 : 0) +
+    Object.keys(rule.match.headers ?? {}).length +
+    (rule.match.clientIps ? 1 : 0) +
+    (rule.match.notClientIps ? 1 : 0);
+  const methodOk = (rule: Rule) => {
+    const methods = (rule.match.methods ?? []) as string[];
+    return (
+      methods.length === 0 || methods.includes(r.method) || (r.method === 'HEAD' && methods.includes('GET'))
+    );
+  };
+  const headersOk = (rule: Rule) =>
+    Object.entries(rule.match.headers ?? {}).every(([name, value]) => {
+      const got = Object.entries(r.headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
+      return got !== undefined && got.length === 1 && got[0] === value;
+    });
+  const inAny = (nets: readonly string[]) =>
+    r.ip !== undefined && nets.some((n) => (IN_NETS[r.ip!] ?? []).includes(n));
   const candidates = rules.filter(
     (rule) =>
       rule.enabled &&
-      (!rule.match.methods ||
-        rule.match.methods.length === 0 ||
-        (rule.match.methods as string[]).includes(r.method)) &&
+      methodOk(rule) &&
       (rule.match.host === undefined || rule.match.host.toLowerCase() === requestHost) &&
-      pathMatches(segmentsOf(rule.match.path), segmentsOf(r.path)),
+      headersOk(rule) &&
+      (rule.match.clientIps === undefined || inAny(rule.match.clientIps)) &&
+      (rule.match.notClientIps === undefined || !inAny(rule.match.notClientIps)) &&
+      pathMatches(segmentsOf(rule.match.path), segmentsOf(r.path), rule.match.caseInsensitive === true),
   );
   candidates.sort((a, b) => {
     const sa = specificity(a);
@@ -359,19 +714,31 @@ function referenceMatch(
       sb.literals - sa.literals ||
       sa.stars - sb.stars ||
       sa.globstar - sb.globstar ||
+      conditions(b) - conditions(a) ||
       (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
     );
   });
   return candidates[0];
 }
 
+/** undefined three times out of four */
+const rarely = <T>(arb: fc.Arbitrary<T>) =>
+  fc.oneof({ arbitrary: fc.constant(undefined), weight: 3 }, { arbitrary: arb, weight: 1 });
+
 const ruleSpecArb = fc.record({
   name: fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,2}$/),
-  segments: fc.array(fc.constantFrom('a', 'b', 'c', '*'), { maxLength: 4 }),
+  segments: fc.array(fc.constantFrom('a', 'b', 'B', 'c', 'ü', '*'), { maxLength: 4 }),
   globstar: fc.boolean(),
   trailingSlash: fc.boolean(),
   methods: fc.option(fc.subarray(['GET', 'HEAD', 'POST', 'DELETE'] as const), { nil: undefined }),
   host: fc.option(fc.constantFrom('a.com', 'B.com', '[::1]'), { nil: undefined, freq: 2 }),
+  headers: rarely(
+    fc.dictionary(fc.constantFrom('x-a', 'X-B'), fc.constantFrom('1', '2'), { minKeys: 1, maxKeys: 2 }),
+  ),
+  clientIps: rarely(fc.subarray([...NETS], { minLength: 1 })),
+  notClientIps: rarely(fc.subarray([...NETS], { minLength: 1 })),
+  caseInsensitive: fc.option(fc.boolean(), { nil: undefined }),
+  unlimited: fc.boolean(),
   priority: fc.integer({ min: -1, max: 1 }),
   enabled: fc.constantFrom(true, true, true, false),
 });
@@ -382,26 +749,59 @@ const rulesArb = fc
     specs.map((s, i) => {
       const segments = s.globstar ? [...s.segments, '**'] : s.segments;
       const path = `/${segments.join('/')}${s.trailingSlash && segments.length > 0 ? '/' : ''}`;
-      const base = rule(s.name, path, { priority: s.priority, enabled: s.enabled });
+      const base = rule(s.name, path, {
+        priority: s.priority,
+        enabled: s.enabled,
+        ...(s.unlimited ? { unlimited: true } : {}),
+      });
       const match: Rule['match'] = { path };
       if (s.methods !== undefined) match.methods = [...s.methods];
       if (s.host !== undefined) match.host = s.host; // kept as generated, upper case included
+      if (s.headers !== undefined) match.headers = s.headers; // names as generated, upper case included
+      if (s.clientIps !== undefined) match.clientIps = s.clientIps;
+      if (s.notClientIps !== undefined) match.notClientIps = s.notClientIps;
+      if (s.caseInsensitive !== undefined) match.caseInsensitive = s.caseInsensitive;
       return { ...base, id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, match };
     }),
   );
 
 const requestArb = fc.record({
   method: fc.constantFrom('GET', 'HEAD', 'POST', 'DELETE', 'PUT', 'TRACE'),
-  host: fc.constantFrom(undefined, 'a.com', 'A.COM:8080', 'b.com', '[::1]:8080', '[::1]', 'c.com:1'),
+  host: fc.constantFrom(
+    undefined,
+    'a.com',
+    'A.COM:8080',
+    'a.com.',
+    'b.com',
+    'B.com.:1',
+    '[::1]:8080',
+    '[::1]',
+    'c.com:1',
+  ),
   path: fc
-    .tuple(fc.array(fc.constantFrom('a', 'a', 'b', 'b', 'c', 'd', 'A', '*'), { maxLength: 4 }), fc.boolean())
+    .tuple(
+      fc.array(fc.constantFrom('a', 'a', 'b', 'b', 'B', 'c', 'd', 'A', '*', '%C3%BC', '%c3%bc', '%C3%9C'), {
+        maxLength: 4,
+      }),
+      fc.boolean(),
+    )
     .map(([segs, slash]) => `/${segs.join('/')}${slash && segs.length > 0 ? '/' : ''}`),
+  headers: fc.dictionary(
+    fc.constantFrom('x-a', 'x-b', 'x-c'),
+    fc.oneof(
+      { arbitrary: fc.constantFrom(['1'], ['2']), weight: 4 },
+      { arbitrary: fc.array(fc.constantFrom('1', '2', '3'), { maxLength: 2 }), weight: 1 },
+    ),
+    { maxKeys: 3 },
+  ),
+  ip: fc.constantFrom(undefined, ...Object.keys(IN_NETS)),
 });
 
 describe('compileRules: property against the reference', () => {
   it('picks the same rule as the plain reference (3,000 rule sets × up to 25 requests)', () => {
     let lookups = 0;
     let matched = 0;
+    let conditional = 0;
     fc.assert(
       fc.property(
         rulesArb,
@@ -410,9 +810,16 @@ describe('compileRules: property against the reference', () => {
           const set = compileRules(rules);
           for (const r of requests) {
             const expected = referenceMatch(rules, r);
-            const actual = set.match(r);
+            const actual = set.match({
+              method: r.method,
+              host: r.host,
+              path: r.path,
+              header: (name) => r.headers[name],
+              clientIp: () => r.ip,
+            });
             lookups++;
             if (expected) matched++;
+            if (actual !== undefined && actual.conditions > 0) conditional++;
             expect(actual?.name).toBe(expected?.name);
             expect(actual?.rule).toBe(expected);
           }
@@ -420,8 +827,11 @@ describe('compileRules: property against the reference', () => {
       ),
       { numRuns: 3000 },
     );
-    // the generators must make matches common, or the property says little
-    console.log(`match property: ${lookups} lookups, ${((100 * matched) / lookups).toFixed(1)}% matched`);
+    // the generators must make matches (and matches decided by conditions) common, or the property says little
+    console.log(
+      `match property: ${lookups} lookups, ${((100 * matched) / lookups).toFixed(1)}% matched, ${((100 * conditional) / lookups).toFixed(1)}% by a rule with conditions`,
+    );
     expect(matched / lookups).toBeGreaterThan(0.25);
+    expect(conditional / lookups).toBeGreaterThan(0.05);
   });
 });

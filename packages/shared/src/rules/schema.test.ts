@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { checkRule, isRule, type RuleInput, validateRuleInput, withDefaults } from './schema.js';
+import {
+  checkRule,
+  isRule,
+  type RuleInput,
+  type RuleInputV1,
+  validateRuleInput,
+  withDefaults,
+} from './schema.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the corpus builds deliberately ill-typed bodies
 type Body = any;
@@ -208,7 +215,7 @@ describe('validateRuleInput accepts', () => {
 });
 
 describe('withDefaults', () => {
-  const input: RuleInput = {
+  const input: RuleInputV1 = {
     name: 'a',
     match: { path: '/a' },
     limit: { capacity: 7, refill: 1, period: '1s' },
@@ -269,5 +276,450 @@ describe('withDefaults', () => {
     expect(isRule(stored)).toBe(true);
     expect(isRule({ ...stored, extra: 1 })).toBe(false);
     expect(isRule({ ...stored, version: 0 })).toBe(false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Format 2, conditions, exemptions and hardening
+
+/** The stacked example of docs/rules.md, minus the features not enforced yet. */
+function validV2(): Body {
+  return {
+    name: 'orders',
+    match: {
+      path: '/orders/**',
+      methods: ['POST'],
+      headers: { 'X-Tier': 'free' },
+      clientIps: ['203.0.113.0/24', '2001:db8::/32', '198.51.100.7'],
+    },
+    limits: [
+      {
+        name: 'burst',
+        client: { by: 'header', name: 'x-api-key' },
+        algorithm: 'token-bucket',
+        capacity: 20,
+        refill: 10,
+        period: '1s',
+        maxDebt: 20,
+      },
+      {
+        name: 'daily',
+        client: { by: 'header', name: 'x-api-key' },
+        algorithm: 'sliding-window',
+        max: 10000,
+        window: '1d',
+      },
+      { name: 'everyone', client: { by: 'global' }, capacity: 1000, refill: 1000, period: '1s' },
+    ],
+    cost: 1,
+    mode: 'exact',
+  };
+}
+
+const NOT_ENFORCED = /not enforced/;
+
+const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
+  ['limit together with limits', (b) => (b.limit = { capacity: 1, refill: 1, period: '1s' }), 'limit'],
+  ['client together with limits', (b) => (b.client = { by: 'ip' }), 'client'],
+  ['maxDebt together with limits', (b) => (b.maxDebt = 5), 'maxDebt'],
+  ['unlimited together with limits', (b) => (b.unlimited = true), 'unlimited'],
+  ['unlimited: false together with limits', (b) => (b.unlimited = false), 'unlimited'],
+  ['no limits at all', (b) => delete b.limits, 'limit'],
+  ['unlimited: false alone', (b) => Object.assign(delete b.limits && b, { unlimited: false }), 'limit'],
+  ['empty limits', (b) => (b.limits = []), 'limits'],
+  [
+    'nine limits',
+    (b) => (b.limits = Array.from({ length: 9 }, (_, i) => ({ ...b.limits[2], name: `l${i}` }))),
+    'limits',
+  ],
+  ['limit without name', (b) => delete b.limits[0].name, 'limits.0.name'],
+  ['limit name with a dot', (b) => (b.limits[1].name = 'a.b'), 'limits.1.name'],
+  ['limit name upper case', (b) => (b.limits[1].name = 'Daily'), 'limits.1.name'],
+  ['limit name of 33 chars', (b) => (b.limits[1].name = 'a'.repeat(33)), 'limits.1.name'],
+  ['duplicate limit names', (b) => (b.limits[2].name = 'burst'), 'limits.2.name', /unique/],
+  ['unknown algorithm', (b) => (b.limits[0].algorithm = 'leaky-bucket'), 'limits.0.algorithm'],
+  ['unknown field in a limit', (b) => (b.limits[0].burst = 5), 'limits.0.burst'],
+  [
+    'sliding-window field on a token bucket',
+    (b) => (b.limits[0].window = '1m'),
+    'limits.0.window',
+    /token-bucket/,
+  ],
+  ['max on a default (token-bucket) limit', (b) => (b.limits[2].max = 5), 'limits.2.max', /defaults/],
+  ['capacity on a sliding window', (b) => (b.limits[1].capacity = 5), 'limits.1.capacity', /sliding-window/],
+  ['maxDebt on a sliding window', (b) => (b.limits[1].maxDebt = 5), 'limits.1.maxDebt'],
+  ['token bucket without capacity', (b) => delete b.limits[0].capacity, 'limits.0.capacity', /required/],
+  ['token bucket without period', (b) => delete b.limits[2].period, 'limits.2.period', /required/],
+  ['sliding window without window', (b) => delete b.limits[1].window, 'limits.1.window', /required/],
+  ['sliding window without max', (b) => delete b.limits[1].max, 'limits.1.max', /required/],
+  ['bad window', (b) => (b.limits[1].window = '2y'), 'limits.1.window'],
+  ['window over a year', (b) => (b.limits[1].window = '366d'), 'limits.1.window'],
+  ['period 0 in a limit', (b) => (b.limits[0].period = 0), 'limits.0.period'],
+  ['capacity 0 in a limit', (b) => (b.limits[0].capacity = 0), 'limits.0.capacity'],
+  ['capacity 1e-300 in a limit', (b) => (b.limits[0].capacity = 1e-300), 'limits.0.capacity'],
+  ['refill 1e-300 in a limit', (b) => (b.limits[0].refill = 1e-300), 'limits.0.refill'],
+  ['max 1e-300 in a sliding window', (b) => (b.limits[1].max = 1e-300), 'limits.1.max'],
+  ['limit cost 1e-300', (b) => (b.limits[1].cost = 1e-300), 'limits.1.cost'],
+  ['limit cost above its max', (b) => (b.limits[1].cost = 10001), 'limits.1.cost', /no request could pass/],
+  [
+    'rule cost above a limit max',
+    (b) => {
+      b.cost = 50;
+      b.limits[1].max = 10;
+    },
+    'cost',
+  ],
+  ['limit cost above capacity + maxDebt', (b) => (b.limits[0].cost = 41), 'limits.0.cost'],
+  [
+    'limit client header without name',
+    (b) => (b.limits[0].client = { by: 'header' }),
+    'limits.0.client.name',
+  ],
+  ['limit client name on ip', (b) => (b.limits[2].client = { by: 'ip', name: 'x' }), 'limits.2.client.name'],
+  [
+    'concurrency (not enforced yet)',
+    (b) => (b.limits[2] = { name: 'inflight', algorithm: 'concurrency', max: 5 }),
+    'limits.2.algorithm',
+    NOT_ENFORCED,
+  ],
+  [
+    'cost on concurrency',
+    (b) => (b.limits[2] = { name: 'c', algorithm: 'concurrency', max: 5, cost: 2 }),
+    'limits.2.cost',
+    /one slot/,
+  ],
+  [
+    'fractional concurrency max',
+    (b) => (b.limits[2] = { name: 'c', algorithm: 'concurrency', max: 1.5 }),
+    'limits.2.max',
+    /integer/,
+  ],
+  [
+    'charge (not enforced yet)',
+    (b) => (b.charge = { from: 'header', header: 'x-sluice-cost', max: 100 }),
+    'charge',
+    NOT_ENFORCED,
+  ],
+  ['charge from header without header', (b) => (b.charge = { from: 'header' }), 'charge.header'],
+  [
+    'charge unitMs with from bytes',
+    (b) => (b.charge = { from: 'bytes', unitBytes: 1024, unitMs: 5 }),
+    'charge.unitMs',
+  ],
+  ['charge from an unknown source', (b) => (b.charge = { from: 'body' }), 'charge.from'],
+  ['charge max 1e-300', (b) => (b.charge = { from: 'duration', unitMs: 100, max: 1e-300 }), 'charge.max'],
+  ['refund (not enforced yet)', (b) => (b.refund = { statuses: ['5xx', 429] }), 'refund', NOT_ENFORCED],
+  ['refund status 600', (b) => (b.refund = { statuses: [600] }), 'refund.statuses.0'],
+  ['refund class 6xx', (b) => (b.refund = { statuses: [500, '6xx'] }), 'refund.statuses.1'],
+  ['refund without statuses', (b) => (b.refund = { statuses: [] }), 'refund.statuses'],
+  ['mode lease (not enforced yet)', (b) => (b.mode = 'lease'), 'mode', NOT_ENFORCED],
+  ['unknown mode', (b) => (b.mode = 'fast'), 'mode'],
+  [
+    'header condition name with space',
+    (b) => (b.match.headers = { 'x tier': 'free' }),
+    'match.headers.x tier',
+  ],
+  ['header condition value not a string', (b) => (b.match.headers = { 'x-tier': 1 }), 'match.headers.x-tier'],
+  [
+    'header condition value with a newline',
+    (b) => (b.match.headers = { 'x-tier': 'a\nb' }),
+    'match.headers.x-tier',
+  ],
+  [
+    'header condition value with outer space',
+    (b) => (b.match.headers = { 'x-tier': ' free' }),
+    'match.headers.x-tier',
+  ],
+  [
+    'header condition value non-ASCII',
+    (b) => (b.match.headers = { 'x-tier': 'grün' }),
+    'match.headers.x-tier',
+  ],
+  [
+    'header condition named twice',
+    (b) => (b.match.headers = { 'X-Tier': 'a', 'x-tier': 'b' }),
+    'match.headers.x-tier',
+    /same header/,
+  ],
+  ['empty header conditions', (b) => (b.match.headers = {}), 'match.headers'],
+  [
+    '17 header conditions',
+    (b) => (b.match.headers = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`x-${i}`, 'v']))),
+    'match.headers',
+  ],
+  [
+    'clientIps item not an IP',
+    (b) => (b.match.clientIps = ['203.0.113.0/24', '10.0.0.0/8', 'example.com']),
+    'match.clientIps.2',
+  ],
+  ['clientIps v4 prefix 33', (b) => (b.match.clientIps = ['10.0.0.0/33']), 'match.clientIps.0'],
+  ['clientIps v6 prefix 129', (b) => (b.match.clientIps = ['::/0', '2001:db8::/129']), 'match.clientIps.1'],
+  ['clientIps prefix with a sign', (b) => (b.match.clientIps = ['10.0.0.0/+8']), 'match.clientIps.0'],
+  ['clientIps leading-zero IPv4', (b) => (b.match.clientIps = ['010.0.0.1']), 'match.clientIps.0'],
+  ['clientIps with a zone id', (b) => (b.match.clientIps = ['fe80::1%eth0']), 'match.clientIps.0'],
+  ['clientIps empty', (b) => (b.match.clientIps = []), 'match.clientIps'],
+  ['clientIps not an array', (b) => (b.match.clientIps = '10.0.0.0/8'), 'match.clientIps'],
+  ['notClientIps item not an IP', (b) => (b.match.notClientIps = ['1.2.3']), 'match.notClientIps.0'],
+  ['caseInsensitive not a boolean', (b) => (b.match.caseInsensitive = 'yes'), 'match.caseInsensitive'],
+];
+
+describe('validateRuleInput rejects format-2 mistakes, naming the field', () => {
+  it.each(invalidV2)('%s', (_label, mutate, field, message) => {
+    const body = validV2();
+    mutate(body);
+    const result = validateRuleInput(body);
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.errors.map((e) => e.field)).toContain(field);
+    const error = result.errors.find((e) => e.field === field)!;
+    if (message) expect(error.message).toMatch(message);
+    // not-enforced refusals come alone when the rest is valid, so the message is the one thing to fix
+    if (message === NOT_ENFORCED) expect(result.errors).toHaveLength(1);
+  });
+});
+
+describe('validateRuleInput: unlimited rules', () => {
+  const exemption = {
+    name: 'campaign-eu',
+    match: { path: '/orders/**', clientIps: ['203.0.113.0/24'] },
+    unlimited: true,
+    priority: 10,
+  };
+
+  it('accepts an exemption and stores it with no limit fields', () => {
+    expect(validateRuleInput(exemption)).toEqual({ ok: true, value: exemption });
+    expect(withDefaults(exemption)).toEqual({
+      name: 'campaign-eu',
+      match: { path: '/orders/**', clientIps: ['203.0.113.0/24'] },
+      unlimited: true,
+      enabled: true,
+      shadow: false,
+      priority: 10,
+    });
+  });
+
+  it.each([
+    ['limit', { limit: { capacity: 1, refill: 1, period: '1s' } }, 'unlimited'],
+    ['limits', { limits: [{ name: 'a', capacity: 1, refill: 1, period: '1s' }] }, 'unlimited'],
+    ['client', { client: { by: 'ip' } }, 'client'],
+    ['cost', { cost: 2 }, 'cost'],
+    ['maxDebt', { maxDebt: 2 }, 'maxDebt'],
+    ['mode', { mode: 'exact' }, 'mode'],
+    ['refund', { refund: { statuses: [503] } }, 'refund'],
+  ])('refuses unlimited with %s', (_label, extra, field) => {
+    const result = validateRuleInput({ ...exemption, ...extra });
+    expect(result).toMatchObject({ ok: false, errors: [{ field }] });
+  });
+});
+
+describe('hardening', () => {
+  // issue 12, bypass 4: `__proto__` keyed every request `h:[object Object]`
+  it.each(['__proto__', 'constructor', 'toString', 'HasOwnProperty', 'valueof', '__defineGetter__'])(
+    'refuses the object-prototype header name %s wherever a header is named',
+    (name) => {
+      const v1 = valid();
+      v1.client = { by: 'header', name };
+      expect(validateRuleInput(v1)).toMatchObject({ ok: false, errors: [{ field: 'client.name' }] });
+      const v2 = validV2();
+      v2.limits[0].client = { by: 'header', name };
+      expect(validateRuleInput(v2)).toMatchObject({ ok: false, errors: [{ field: 'limits.0.client.name' }] });
+      const cond = validV2();
+      // JSON.parse makes `__proto__` an own key, as a request body would
+      cond.match.headers = JSON.parse(`{${JSON.stringify(name)}: "x"}`);
+      expect(validateRuleInput(cond)).toMatchObject({
+        ok: false,
+        errors: [{ field: `match.headers.${name}` }],
+      });
+    },
+  );
+
+  // issue 12, bypass 3: a right-to-left override makes a rule path read differently than it matches
+  it.each(['\u202e', '\u202a', '\u2066', '\u2069', '\u200e', '\u200f', '\u061c'])(
+    'refuses a bidirectional control (U+%s) in match.path',
+    (ch) => {
+      const body = valid();
+      body.match.path = `/admin${ch}/x`;
+      const result = validateRuleInput(body);
+      expect(result).toMatchObject({ ok: false, errors: [{ field: 'match.path' }] });
+      if (!result.ok) expect(result.errors[0]!.message).toMatch(/bidirectional/);
+    },
+  );
+
+  it('refuses a lone surrogate in match.path (it has no UTF-8 form to match)', () => {
+    const body = valid();
+    body.match.path = '/a\ud800b';
+    expect(validateRuleInput(body)).toMatchObject({ ok: false, errors: [{ field: 'match.path' }] });
+    body.match.path = '/a\u{1f600}b';
+    expect(validateRuleInput(body).ok).toBe(true);
+  });
+
+  // issue 12, "cost: 1e-300 is accepted and never limits anything"
+  it.each<[string, (b: Body) => void, string]>([
+    ['cost 1e-300', (b) => (b.cost = 1e-300), 'cost'],
+    ['cost 0.0009', (b) => (b.cost = 0.0009), 'cost'],
+    ['capacity 1e-300', (b) => (b.limit.capacity = 1e-300), 'limit.capacity'],
+    ['refill 1e-300', (b) => (b.limit.refill = 1e-300), 'limit.refill'],
+    ['refill 0.0009', (b) => (b.limit.refill = 0.0009), 'limit.refill'],
+  ])('refuses %s (below a thousandth of a token)', (_label, mutate, field) => {
+    const body = valid();
+    mutate(body);
+    expect(validateRuleInput(body)).toMatchObject({ ok: false, errors: [{ field }] });
+  });
+
+  it('accepts a thousandth of a token', () => {
+    const body = { ...valid(), cost: 0.001, limit: { capacity: 1, refill: 0.001, period: '1s' } };
+    expect(validateRuleInput(body).ok).toBe(true);
+  });
+
+  it('accepts match.caseInsensitive on either form', () => {
+    const v1 = valid();
+    v1.match.caseInsensitive = true;
+    expect(validateRuleInput(v1).ok).toBe(true);
+    expect(withDefaults(v1).match.caseInsensitive).toBe(true);
+    const v2 = validV2();
+    v2.match.caseInsensitive = false;
+    expect(validateRuleInput(v2).ok).toBe(true);
+  });
+});
+
+describe('validateRuleInput accepts format 2', () => {
+  it('the stacked example (burst + daily per key + global cap), with mode exact', () => {
+    const body = validV2();
+    const before = JSON.stringify(body);
+    expect(validateRuleInput(body)).toEqual({ ok: true, value: body });
+    expect(JSON.stringify(body)).toBe(before);
+  });
+
+  it('conditions on a format-1 rule, and one-limit format-2 rules with each algorithm', () => {
+    const v1 = valid();
+    v1.match.headers = { 'x-tier': 'free' };
+    v1.match.notClientIps = ['10.0.0.0/8'];
+    expect(validateRuleInput(v1).ok).toBe(true);
+    for (const limit of [
+      { name: 'a', capacity: 1, refill: 1, period: 1 },
+      { name: 'b_2', algorithm: 'sliding-window', max: 0.5, window: 60000, cost: 0.5 },
+    ]) {
+      expect(validateRuleInput({ name: 'x', match: { path: '/' }, limits: [limit] }).ok).toBe(true);
+    }
+  });
+
+  it('eight limits', () => {
+    const limits = Array.from({ length: 8 }, (_, i) => ({
+      name: `l${i}`,
+      capacity: 1,
+      refill: 1,
+      period: '1s',
+    }));
+    expect(validateRuleInput({ name: 'x', match: { path: '/' }, limits }).ok).toBe(true);
+  });
+});
+
+describe('withDefaults: format 2 and round trips', () => {
+  it('fills client, algorithm and maxDebt inside each limit and the rule cost, lowercases header names', () => {
+    const body = validV2();
+    delete body.cost;
+    delete body.mode;
+    expect(withDefaults(body)).toEqual({
+      name: 'orders',
+      match: {
+        path: '/orders/**',
+        methods: ['POST'],
+        headers: { 'x-tier': 'free' },
+        clientIps: ['203.0.113.0/24', '2001:db8::/32', '198.51.100.7'],
+      },
+      limits: [
+        {
+          name: 'burst',
+          client: { by: 'header', name: 'x-api-key' },
+          algorithm: 'token-bucket',
+          capacity: 20,
+          refill: 10,
+          period: '1s',
+          maxDebt: 20,
+        },
+        {
+          name: 'daily',
+          client: { by: 'header', name: 'x-api-key' },
+          algorithm: 'sliding-window',
+          max: 10000,
+          window: '1d',
+        },
+        {
+          name: 'everyone',
+          client: { by: 'global' },
+          algorithm: 'token-bucket',
+          capacity: 1000,
+          refill: 1000,
+          period: '1s',
+          maxDebt: 1000,
+        },
+      ],
+      cost: 1,
+      enabled: true,
+      shadow: false,
+      priority: 0,
+    });
+  });
+
+  it('keeps optional rule-level fields only when written', () => {
+    expect(withDefaults(validV2())).toMatchObject({ mode: 'exact' });
+    const { mode: _mode, ...rest } = validV2();
+    expect('mode' in withDefaults(rest)).toBe(false);
+    expect('charge' in withDefaults(rest)).toBe(false);
+  });
+
+  it('returns a format-1 rule exactly as before: same keys, same order, no new keys', () => {
+    const out = withDefaults(valid());
+    expect(Object.keys(out)).toEqual([
+      'name',
+      'description',
+      'match',
+      'client',
+      'limit',
+      'cost',
+      'maxDebt',
+      'enabled',
+      'shadow',
+      'priority',
+    ]);
+    expect(JSON.stringify(out)).toBe(JSON.stringify({ ...valid(), match: valid().match }));
+  });
+
+  it('is idempotent: a stored rule fed back as input gives the same rule (export → apply)', () => {
+    for (const body of [valid(), validV2(), { name: 'free', match: { path: '/**' }, unlimited: true }]) {
+      const once = withDefaults(body);
+      expect(validateRuleInput(once).ok).toBe(true);
+      expect(withDefaults(once as RuleInput)).toEqual(once);
+    }
+  });
+
+  it('gives stored rules of every form that isRule accepts, and isRule tells the forms apart', () => {
+    const server = {
+      id: '0b6f3c1e-0000-4000-8000-000000000001',
+      version: 1,
+      createdAt: '2026-11-25T12:00:00.000Z',
+      updatedAt: '2026-11-25T12:30:00.000Z',
+    };
+    const v1 = { ...withDefaults(valid()), ...server };
+    const v2 = { ...withDefaults(validV2()), ...server };
+    const free = { ...withDefaults({ name: 'f', match: { path: '/' }, unlimited: true }), ...server };
+    expect([isRule(v1), isRule(v2), isRule(free)]).toEqual([true, true, true]);
+    expect(isRule({ ...v2, limit: { capacity: 1, refill: 1, period: '1s' } })).toBe(false);
+    expect(isRule({ ...v2, client: { by: 'ip' } })).toBe(false);
+    expect(isRule({ ...free, cost: 1 })).toBe(false);
+    expect(isRule({ ...free, unlimited: false })).toBe(false);
+    const noAlgorithm = structuredClone(v2) as Body;
+    delete noAlgorithm.limits[0].algorithm;
+    expect(isRule(noAlgorithm)).toBe(false);
+  });
+});
+
+describe('docs/rules.md', () => {
+  it('has only examples the rules API accepts', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const text = await readFile(new URL('../../../../docs/rules.md', import.meta.url), 'utf8');
+    const blocks = [...text.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!));
+    expect(blocks.length).toBeGreaterThanOrEqual(3);
+    for (const body of blocks) expect(validateRuleInput(body), body.name).toMatchObject({ ok: true });
   });
 });
