@@ -9,16 +9,22 @@
  */
 import type { IncomingMessage } from 'node:http';
 import {
-  bucketKey,
   type CompiledRule,
   type CompiledRuleSet,
   type Decision,
+  headerItemName,
+  type LimitCheck,
+  limitKey,
   type NormalizedTarget,
+  policyHeader,
+  rateLimitHeader,
+  retryAfterSeconds,
+  type TokenBucketSpec,
 } from '@sluice/shared';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Counter } from 'prom-client';
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey, socketIpKey } from './client-key.js';
-import type { DenialCache } from './denial-cache.js';
+import { type DenialCache, denialKey } from './denial-cache.js';
 import { errorBody } from './errors.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
 import { markLimited, targetOf } from './proxy.js';
@@ -30,13 +36,14 @@ interface RuleRuntime {
   readonly id: string;
   readonly name: string;
   readonly shadow: boolean;
-  readonly limits: CompiledRule['limits'];
+  /** a v1 rule's one limit */
+  readonly spec: TokenBucketSpec;
   readonly cost: number;
   readonly clientBy: CompiledRule['clientBy'];
   readonly clientHeader: string | undefined;
   readonly policyHeader: string;
-  /** `"<name>";r=` */
-  readonly rateLimitPrefix: string;
+  /** the RateLimit item name of each limit, in order */
+  readonly headerItems: readonly string[];
   /** the 429 body up to its `retryAfter` number */
   readonly denyBodyPrefix: string;
   readonly unavailableBody: string;
@@ -135,11 +142,15 @@ export class RateLimiter {
     else if (rule.clientBy === 'header') {
       clientKey = headerClientKey(raw.headers[rule.clientHeader!]) ?? this.#ipKey(request);
     } else clientKey = this.#ipKey(request);
-    const key = bucketKey('', rule.id, clientKey);
+    // a v1 rule: one token-bucket limit, named "" (its key is the v1 bucket key)
+    const checks: LimitCheck[] = [
+      { key: limitKey('', rule.id, '', clientKey), spec: rule.spec, cost: rule.cost },
+    ];
+    const cacheKey = denialKey(checks);
     markLimited(raw);
 
     const sentAtMs = performance.now();
-    const cached = this.#denials.lookup(key, sentAtMs);
+    const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
       this.#apply(rule, cached, raw, reply, done);
@@ -147,11 +158,11 @@ export class RateLimiter {
     }
     const generation = this.#generation;
     this.#store
-      .decide({ key, limits: rule.limits, cost: rule.cost })
+      .acquire(checks)
       .then(
         (decision) => {
           if (!decision.allowed && generation === this.#generation && !this.#store.isFallback(decision)) {
-            this.#denials.remember(key, decision, rule.limits, sentAtMs);
+            this.#denials.remember(cacheKey, decision, checks, sentAtMs);
           }
           this.#apply(rule, decision, raw, reply, done);
         },
@@ -180,13 +191,7 @@ export class RateLimiter {
       reply.code(503).header('retry-after', '1').type(JSON_TYPE).send(rule.unavailableBody);
       return;
     }
-    if (decision !== OPEN_DECISION) {
-      const remaining = decision.balance > 0 ? Math.floor(decision.balance) : 0;
-      reply.header(
-        'ratelimit',
-        `${rule.rateLimitPrefix}${remaining};t=${Math.ceil(decision.fullInMs / 1000)}`,
-      );
-    }
+    if (decision !== OPEN_DECISION) reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
     if (decision.allowed) {
       rule.allowed.inc();
       proceed(raw, reply, done);
@@ -198,7 +203,7 @@ export class RateLimiter {
       return;
     }
     rule.denied.inc();
-    const retryAfterSec = decision.retryAfterMs > 1000 ? Math.ceil(decision.retryAfterMs / 1000) : 1;
+    const retryAfterSec = retryAfterSeconds(decision);
     closeIfBodyPending(raw, reply);
     reply
       .code(429)
@@ -219,16 +224,18 @@ export class RateLimiter {
     const name = compiled.name;
     const metrics = this.#metrics;
     const message = `rate limit of rule "${name}" exceeded`;
+    const spec: TokenBucketSpec = { algorithm: 'token-bucket', ...compiled.limits };
+    const item = headerItemName(name, '');
     return {
       id: compiled.id,
       name,
       shadow: compiled.shadow,
-      limits: compiled.limits,
+      spec,
       cost: compiled.cost,
       clientBy: compiled.clientBy,
       clientHeader: compiled.clientHeader,
-      policyHeader: compiled.policyHeader,
-      rateLimitPrefix: `"${name}";r=`,
+      policyHeader: policyHeader([{ item, spec }]),
+      headerItems: [item],
       denyBodyPrefix: `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},"retryAfter":`,
       unavailableBody: JSON.stringify(
         errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
