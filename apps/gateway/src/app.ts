@@ -11,7 +11,8 @@
 
 import { STATUS_CODES } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { MemoryStore, RedisStore, type Store } from '@sluice/shared';
+import { MemoryStore, type Store } from '@sluice/shared';
+import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -88,7 +89,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       primary.kind === 'memory'
         ? primary
         : config.storeFailure === 'local'
-          ? new MemoryStore({ maxBuckets: config.localStoreMaxKeys })
+          ? new MemoryStore({ maxKeys: config.localStoreMaxKeys })
           : undefined,
     metrics,
     log,
@@ -197,7 +198,7 @@ function createPrimaryStore(config: GatewayConfig, log: FastifyBaseLogger): Stor
       'REDIS_URL is not set: limits are kept in this process only. Each gateway replica enforces its own ' +
         'limits (N replicas admit N times the limit). Set REDIS_URL to share them.',
     );
-    return new MemoryStore({ maxBuckets: config.localStoreMaxKeys });
+    return new MemoryStore({ maxKeys: config.localStoreMaxKeys });
   }
   const store = new RedisStore(config.redisUrl, {
     keyPrefix: config.redisKeyPrefix,

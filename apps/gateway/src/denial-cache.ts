@@ -1,32 +1,44 @@
 /**
- * Denials remembered locally, so a client hammering a denied bucket costs no store round trip.
+ * Denials remembered locally, so a client hammering a denied combination of limits costs no store
+ * round trip.
  *
- * Why this is exact, not an approximation: a denied request leaves the balance unchanged, and while
- * the balance is too low for a request of the rule's cost, no gateway can admit one either, so the
- * balance only rises by refill, at the rule's known rate. The store's `retryAfterMs` is therefore the
- * earliest moment any request of that (rule, client) could be admitted, and until then we can answer
- * denials ourselves. The window starts when the request was SENT to the store (not when the answer
- * came back), so our window ends no later than the store's: we may ask the store a little early,
- * never deny a request the store would admit.
+ * Why this is exact, not an approximation, with one limit or several: a denied request changes
+ * nothing (all or nothing: no limit is charged when any denies). Other traffic can only charge the
+ * same limits, which only lowers a token bucket's balance or raises a window's estimate; without it a
+ * bucket only refills at its known rate and an estimate only falls. So no request of this combination
+ * can be admitted before the store's `retryAfterMs`, the earliest moment every denying limit admits
+ * again with no further traffic, and until then we can answer denials ourselves. The window starts
+ * when the request was SENT to the store (not when the answer came back), so our window ends no
+ * later than the store's: we may ask the store a little early, never deny a request the store would
+ * admit.
  *
- * Entries are keyed by bucket key (rule id + client key). A rule change can change limits under the
- * same rule id, so the whole cache is cleared when the rule set changes.
+ * Entries are keyed by the request's combination of limit keys (`denialKey`). A rule change can
+ * change limits under the same keys, so the whole cache is cleared when the rule set changes.
  */
-import type { BucketLimits, Decision } from '@sluice/shared';
+import {
+  balanceAt,
+  type Decision,
+  type LimitCheck,
+  type LimitOutcome,
+  type LimitSpec,
+  remainingOf,
+} from '@sluice/shared';
 import { LRUCache } from 'lru-cache';
 
 interface CachedDenial {
   /** monotonic ms (performance.now) when the deciding request was sent to the store */
-  sentAtMs: number;
-  /** monotonic ms until which every request of this bucket is denied */
-  untilMs: number;
-  /** balance at the decision */
-  balance: number;
-  /** ms until full, at the decision */
-  fullInMs: number;
-  capacity: number;
-  /** refill in tokens per millisecond */
-  ratePerMs: number;
+  readonly sentAtMs: number;
+  /** monotonic ms until which every request of this combination is denied */
+  readonly untilMs: number;
+  readonly decision: Decision;
+  /** the spec of each outcome, to bring token-bucket balances forward by refill */
+  readonly specs: readonly LimitSpec[];
+}
+
+/** The cache key of a request: its limit keys, in order (a v1 rule's request has one). */
+export function denialKey(checks: readonly LimitCheck[]): string {
+  if (checks.length === 1) return checks[0]!.key;
+  return checks.map((check) => check.key).join('\n');
 }
 
 export class DenialCache {
@@ -41,22 +53,24 @@ export class DenialCache {
     return this.entries?.size ?? 0;
   }
 
-  /** Remembers a denial the store gave for a request sent at `sentAtMs` (monotonic ms). */
-  remember(key: string, decision: Decision, limits: BucketLimits, sentAtMs: number): void {
+  /**
+   * Remembers a denial the store gave for the request with these `checks`, sent at `sentAtMs`
+   * (monotonic ms), under `key` (`denialKey(checks)`).
+   */
+  remember(key: string, decision: Decision, checks: readonly LimitCheck[], sentAtMs: number): void {
     if (this.entries === undefined || decision.allowed || !(decision.retryAfterMs > 0)) return;
     this.entries.set(key, {
       sentAtMs,
       untilMs: sentAtMs + decision.retryAfterMs,
-      balance: decision.balance,
-      fullInMs: decision.fullInMs,
-      capacity: limits.capacity,
-      ratePerMs: limits.refill / limits.periodMs,
+      decision,
+      specs: checks.map((check) => check.spec),
     });
   }
 
   /**
-   * The denial for `key` at monotonic time `nowMs`, brought forward by refill, or undefined when
-   * there is none (or it has run out).
+   * The denial for `key` at monotonic time `nowMs`, with every wait shortened by the time since, and
+   * token-bucket balances brought forward by refill (a window's estimate is kept: it can only have
+   * fallen, so `r` errs low); undefined when there is none (or it has run out).
    */
   lookup(key: string, nowMs: number): Decision | undefined {
     if (this.entries === undefined) return undefined;
@@ -67,15 +81,31 @@ export class DenialCache {
       return undefined;
     }
     const elapsedMs = Math.max(0, nowMs - entry.sentAtMs);
+    const { decision, specs } = entry;
     return {
       allowed: false,
-      balance: Math.min(entry.capacity, entry.balance + entry.ratePerMs * elapsedMs),
+      deniedIndex: decision.deniedIndex,
       retryAfterMs: entry.untilMs - nowMs,
-      fullInMs: Math.max(0, entry.fullInMs - elapsedMs),
+      limits: decision.limits.map((outcome, i) => forward(outcome, specs[i]!, elapsedMs)),
     };
   }
 
   clear(): void {
     this.entries?.clear();
   }
+}
+
+/** An outcome `elapsedMs` later with no further traffic. */
+function forward(outcome: LimitOutcome, spec: LimitSpec, elapsedMs: number): LimitOutcome {
+  const level =
+    spec.algorithm === 'token-bucket'
+      ? balanceAt({ balance: outcome.level, updatedAtMs: 0 }, spec, elapsedMs)
+      : outcome.level;
+  return {
+    allowed: outcome.allowed,
+    level,
+    remaining: remainingOf(spec, level),
+    retryAfterMs: Math.max(0, outcome.retryAfterMs - elapsedMs),
+    resetMs: Math.max(0, outcome.resetMs - elapsedMs),
+  };
 }

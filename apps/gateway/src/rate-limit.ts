@@ -1,52 +1,68 @@
 /**
- * The onRequest hook (SPEC §4): normalised target → rule → client key → decision → headers →
- * 429 or on to the proxy. It runs before Fastify reads any body, so a denied request's body is
- * never read or forwarded.
+ * The onRequest hook: normalised target → rule → one client key per limit → one all-or-nothing
+ * decision → headers → 429 or on to the proxy. It runs before Fastify reads any body, so a denied
+ * request's body is never read or forwarded.
  *
- * Everything that depends only on the rule (policy header, header prefixes, the 429 body around its
- * number, metric children) is computed once per rule-set change in `setRuleSet`; per request the
- * hook does a trie lookup, builds one key string and asks the store (or the denial cache).
+ * Everything that depends only on the rule (policy header, header item names, the 429 bodies around
+ * their number, metric children) is computed once per rule-set change in `setRuleSet`; per request
+ * the hook does a trie lookup, builds one key per limit and asks the store (or the denial cache) once.
+ * A v1 rule is one limit named "" (headers and 429 body exactly as before); a v2 rule has one item
+ * per limit in its headers and names the first denying limit in its 429 body.
  */
 import type { IncomingMessage } from 'node:http';
 import {
-  type BucketLimits,
-  bucketKey,
   type CompiledLimit,
   type CompiledRule,
   type CompiledRuleSet,
   type Decision,
+  headerItemName,
+  type LimitCheck,
+  type LimitSpec,
+  limitKey,
   type NormalizedTarget,
+  rateLimitHeader,
+  retryAfterSeconds,
 } from '@sluice/shared';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Counter } from 'prom-client';
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey, socketIpKey } from './client-key.js';
-import type { DenialCache } from './denial-cache.js';
+import { type DenialCache, denialKey } from './denial-cache.js';
 import { errorBody } from './errors.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
 import { markLimited, targetOf } from './proxy.js';
 import type { RuleSetSnapshot } from './rules-cache.js';
 import { type GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-policy.js';
 
+/** What the hook needs of one limit of a rule. */
+interface LimitRuntime {
+  /** '' for a v1 rule's single limit */
+  readonly name: string;
+  readonly spec: LimitSpec;
+  readonly cost: number;
+  readonly clientBy: CompiledLimit['clientBy'];
+  readonly clientHeader: string | undefined;
+}
+
 /** What the hook needs of one rule, computed once per rule-set change. */
 interface RuleRuntime {
   readonly id: string;
   readonly name: string;
   readonly shadow: boolean;
-  /** the rule's token bucket; undefined for a rule this hook does not limit yet (format 2, unlimited) */
-  readonly limits: BucketLimits | undefined;
-  readonly cost: number;
-  readonly clientBy: CompiledLimit['clientBy'];
-  readonly clientHeader: string | undefined;
+  /** `unlimited: true`: matched requests are proxied without any limit */
+  readonly unlimited: boolean;
+  /** in the rule's order; empty when unlimited */
+  readonly limits: readonly LimitRuntime[];
   readonly policyHeader: string;
-  /** `"<name>";r=` */
-  readonly rateLimitPrefix: string;
-  /** the 429 body up to its `retryAfter` number */
-  readonly denyBodyPrefix: string;
+  /** the RateLimit item name of each limit, in order */
+  readonly headerItems: readonly string[];
+  /** per limit: the 429 body up to its `retryAfter` number (a v2 body names the denying limit) */
+  readonly denyBodyPrefixes: readonly string[];
   readonly unavailableBody: string;
   readonly allowed: RequestCounterCell;
   readonly denied: RequestCounterCell;
   readonly shadowDenied: RequestCounterCell;
   readonly unavailable: RequestCounterCell;
+  readonly unlimitedCell: RequestCounterCell;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -133,23 +149,30 @@ export class RateLimiter {
       header: (name) => raw.headersDistinct[name],
       clientIp: () => (this.#trustProxy ? request.ip : raw.socket.remoteAddress),
     });
-    const rule = compiled === undefined ? undefined : this.#runtimes.get(compiled)!;
-    if (rule?.limits === undefined) {
+    if (compiled === undefined) {
       this.#unlimited.inc();
       proceed(raw, reply, done);
       return;
     }
-    const limits = rule.limits;
-    let clientKey: string;
-    if (rule.clientBy === 'global') clientKey = GLOBAL_CLIENT_KEY;
-    else if (rule.clientBy === 'header') {
-      clientKey = headerClientKey(raw.headers[rule.clientHeader!]) ?? this.#ipKey(request);
-    } else clientKey = this.#ipKey(request);
-    const key = bucketKey('', rule.id, clientKey);
+    const rule = this.#runtimes.get(compiled)!;
+    if (rule.unlimited) {
+      rule.unlimitedCell.inc();
+      proceed(raw, reply, done);
+      return;
+    }
+    const checks: LimitCheck[] = [];
+    for (const limit of rule.limits) {
+      checks.push({
+        key: limitKey('', rule.id, limit.name, this.#clientKey(limit, request)),
+        spec: limit.spec,
+        cost: limit.cost,
+      });
+    }
+    const cacheKey = denialKey(checks);
     markLimited(raw);
 
     const sentAtMs = performance.now();
-    const cached = this.#denials.lookup(key, sentAtMs);
+    const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
       this.#apply(rule, cached, raw, reply, done);
@@ -157,11 +180,11 @@ export class RateLimiter {
     }
     const generation = this.#generation;
     this.#store
-      .decide({ key, limits, cost: rule.cost })
+      .acquire(checks)
       .then(
         (decision) => {
           if (!decision.allowed && generation === this.#generation && !this.#store.isFallback(decision)) {
-            this.#denials.remember(key, decision, limits, sentAtMs);
+            this.#denials.remember(cacheKey, decision, checks, sentAtMs);
           }
           this.#apply(rule, decision, raw, reply, done);
         },
@@ -171,6 +194,14 @@ export class RateLimiter {
         request.log.error({ err: error }, 'rate limit hook failed after its decision');
       });
   };
+
+  #clientKey(limit: LimitRuntime, request: FastifyRequest): string {
+    if (limit.clientBy === 'global') return GLOBAL_CLIENT_KEY;
+    if (limit.clientBy === 'header') {
+      return headerClientKey(request.raw.headers[limit.clientHeader!]) ?? this.#ipKey(request);
+    }
+    return this.#ipKey(request);
+  }
 
   #ipKey(request: FastifyRequest): string {
     return this.#trustProxy ? ipClientKey(request.ip) : socketIpKey(request.raw.socket);
@@ -190,13 +221,7 @@ export class RateLimiter {
       reply.code(503).header('retry-after', '1').type(JSON_TYPE).send(rule.unavailableBody);
       return;
     }
-    if (decision !== OPEN_DECISION) {
-      const remaining = decision.balance > 0 ? Math.floor(decision.balance) : 0;
-      reply.header(
-        'ratelimit',
-        `${rule.rateLimitPrefix}${remaining};t=${Math.ceil(decision.fullInMs / 1000)}`,
-      );
-    }
+    if (decision !== OPEN_DECISION) reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
     if (decision.allowed) {
       rule.allowed.inc();
       proceed(raw, reply, done);
@@ -208,13 +233,13 @@ export class RateLimiter {
       return;
     }
     rule.denied.inc();
-    const retryAfterSec = decision.retryAfterMs > 1000 ? Math.ceil(decision.retryAfterMs / 1000) : 1;
+    const retryAfterSec = retryAfterSeconds(decision);
     closeIfBodyPending(raw, reply);
     reply
       .code(429)
       .header('retry-after', String(retryAfterSec))
       .type(JSON_TYPE)
-      .send(`${rule.denyBodyPrefix}${retryAfterSec}}`);
+      .send(`${rule.denyBodyPrefixes[decision.deniedIndex] ?? rule.denyBodyPrefixes[0]}${retryAfterSec}}`);
   }
 
   #badTarget(reply: FastifyReply, target: NormalizedTarget | undefined): void {
@@ -229,26 +254,26 @@ export class RateLimiter {
     const name = compiled.name;
     const metrics = this.#metrics;
     const message = `rate limit of rule "${name}" exceeded`;
-    // TODO(lead): format-2 rules (several limits) and unlimited rules are proxied unlimited until the
-    // hook decides all of a rule's limits; only a format-1 rule's single token bucket is enforced here.
-    const limit = compiled.format === 1 ? compiled.limits[0] : undefined;
-    const spec = limit?.spec.algorithm === 'token-bucket' ? limit.spec : undefined;
+    const bodyStart = `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},`;
     return {
       id: compiled.id,
       name,
       shadow: compiled.shadow,
-      limits: spec && {
-        capacity: spec.capacity,
-        refill: spec.refill,
-        periodMs: spec.periodMs,
-        maxDebt: spec.maxDebt,
-      },
-      cost: limit?.cost ?? 1,
-      clientBy: limit?.clientBy ?? 'ip',
-      clientHeader: limit?.clientHeader,
+      unlimited: compiled.unlimited,
+      limits: compiled.limits.map((limit) => ({
+        name: limit.name,
+        spec: limit.spec,
+        cost: limit.cost,
+        clientBy: limit.clientBy,
+        clientHeader: limit.clientHeader,
+      })),
       policyHeader: compiled.policyHeader,
-      rateLimitPrefix: `"${name}";r=`,
-      denyBodyPrefix: `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},"retryAfter":`,
+      headerItems: compiled.limits.map((limit) => headerItemName(name, limit.name)),
+      denyBodyPrefixes: compiled.limits.map((limit) =>
+        compiled.format === 1
+          ? `${bodyStart}"retryAfter":`
+          : `${bodyStart}"limit":${JSON.stringify(limit.name)},"retryAfter":`,
+      ),
       unavailableBody: JSON.stringify(
         errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
       ),
@@ -256,6 +281,7 @@ export class RateLimiter {
       denied: metrics.requestCell(name, 'denied'),
       shadowDenied: metrics.requestCell(name, 'shadow_denied'),
       unavailable: metrics.requestCell(name, 'unavailable'),
+      unlimitedCell: metrics.requestCell(name, 'unlimited'),
     };
   }
 }

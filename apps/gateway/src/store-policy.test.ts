@@ -2,25 +2,32 @@
  * The circuit breaker and the failure policies, over a scripted store (a `Store` whose answers the
  * test decides) and the real in-process store. Real Redis failures are in test/store-failure.int.test.ts.
  */
-import { type Decision, type DecisionRequest, MemoryStore, type Store, StoreError } from '@sluice/shared';
+import { type Decision, type LimitCheck, MemoryStore, type Store, StoreError } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { GatewayMetrics } from './metrics.js';
 import { FAILURES_TO_OPEN, GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-policy.js';
 
-const ADMIT: Decision = { allowed: true, balance: 5, retryAfterMs: 0, fullInMs: 100 };
-const REQUEST: DecisionRequest = {
-  key: '{rule:ip:1}',
-  limits: { capacity: 2, refill: 1, periodMs: 1000, maxDebt: 2 },
-  cost: 1,
+const ADMIT: Decision = {
+  allowed: true,
+  limits: [{ allowed: true, level: 5, remaining: 5, retryAfterMs: 0, resetMs: 100 }],
+  deniedIndex: -1,
+  retryAfterMs: 0,
 };
+const REQUEST: LimitCheck[] = [
+  {
+    key: '{rule:ip:1}',
+    spec: { algorithm: 'token-bucket', capacity: 2, refill: 1, periodMs: 1000, maxDebt: 2 },
+    cost: 1,
+  },
+];
 
 /** A store that fails while `failing` is set, and counts the calls that reached it. */
 class ScriptedStore implements Store {
   readonly kind = 'redis' as const;
   failing = false;
   calls = 0;
-  async decide(): Promise<Decision> {
+  async acquire(): Promise<Decision> {
     this.calls++;
     if (this.failing) throw new StoreError('STORE_UNAVAILABLE', 'down');
     return ADMIT;
@@ -62,7 +69,7 @@ function guarded(policy: 'local' | 'open' | 'closed', coolDownMs = 50) {
 describe('GuardedStore', () => {
   it('passes decisions through while the store answers', async () => {
     const { store, primary } = guarded('local');
-    expect(await store.decide(REQUEST)).toBe(ADMIT);
+    expect(await store.acquire(REQUEST)).toBe(ADMIT);
     expect(primary.calls).toBe(1);
     expect(store.breakerState).toBe('closed');
   });
@@ -71,27 +78,27 @@ describe('GuardedStore', () => {
     const { store, primary, metrics, lines } = guarded('local', 100);
     primary.failing = true;
     for (let i = 0; i < FAILURES_TO_OPEN; i++) {
-      const decision = await store.decide(REQUEST);
+      const decision = await store.acquire(REQUEST);
       expect(decision.allowed).toBe(i < 2); // the local bucket (capacity 2) decides
     }
     expect(store.breakerState).toBe('open');
     const callsWhenOpened = primary.calls;
-    for (let i = 0; i < 20; i++) await store.decide(REQUEST);
+    for (let i = 0; i < 20; i++) await store.acquire(REQUEST);
     expect(primary.calls).toBe(callsWhenOpened);
 
     await new Promise((resolve) => setTimeout(resolve, 120));
     // the probe fails: open again for another cool-down, still without asking on every request
-    await store.decide(REQUEST);
+    await store.acquire(REQUEST);
     expect(primary.calls).toBe(callsWhenOpened + 1);
-    await store.decide(REQUEST);
+    await store.acquire(REQUEST);
     expect(primary.calls).toBe(callsWhenOpened + 1);
     expect(store.breakerState).toBe('open');
 
     primary.failing = false;
     await new Promise((resolve) => setTimeout(resolve, 120));
-    expect(await store.decide(REQUEST)).toBe(ADMIT);
+    expect(await store.acquire(REQUEST)).toBe(ADMIT);
     expect(store.breakerState).toBe('closed');
-    expect(await store.decide(REQUEST)).toBe(ADMIT);
+    expect(await store.acquire(REQUEST)).toBe(ADMIT);
     expect(primary.calls).toBe(callsWhenOpened + 3);
 
     // one line when it opened, one when it closed: not one per request
@@ -105,11 +112,15 @@ describe('GuardedStore', () => {
   it('lets one probe through at a time', async () => {
     const { store, primary } = guarded('open', 10);
     primary.failing = true;
-    for (let i = 0; i < FAILURES_TO_OPEN; i++) await store.decide(REQUEST);
+    for (let i = 0; i < FAILURES_TO_OPEN; i++) await store.acquire(REQUEST);
     await new Promise((resolve) => setTimeout(resolve, 20));
     primary.failing = false;
     const before = primary.calls;
-    const answers = await Promise.all([store.decide(REQUEST), store.decide(REQUEST), store.decide(REQUEST)]);
+    const answers = await Promise.all([
+      store.acquire(REQUEST),
+      store.acquire(REQUEST),
+      store.acquire(REQUEST),
+    ]);
     expect(primary.calls).toBe(before + 1);
     expect(answers).toEqual([ADMIT, OPEN_DECISION, OPEN_DECISION]);
   });
@@ -117,10 +128,10 @@ describe('GuardedStore', () => {
   it('open admits without a decision, closed refuses', async () => {
     const open = guarded('open');
     open.primary.failing = true;
-    expect(await open.store.decide(REQUEST)).toBe(OPEN_DECISION);
+    expect(await open.store.acquire(REQUEST)).toBe(OPEN_DECISION);
     const closed = guarded('closed');
     closed.primary.failing = true;
-    expect(await closed.store.decide(REQUEST)).toBe(UNAVAILABLE_DECISION);
+    expect(await closed.store.acquire(REQUEST)).toBe(UNAVAILABLE_DECISION);
     expect(await closed.metrics.registry.metrics()).toContain(
       'sluice_store_fallbacks_total{policy="closed"} 1',
     );
@@ -128,9 +139,9 @@ describe('GuardedStore', () => {
 
   it("tells fallback decisions from the store's (the denial cache keeps only the store's)", async () => {
     const { store, primary } = guarded('local');
-    const fromStore = await store.decide(REQUEST);
+    const fromStore = await store.acquire(REQUEST);
     primary.failing = true;
-    const fromLocal = await store.decide(REQUEST);
+    const fromLocal = await store.acquire(REQUEST);
     expect(store.isFallback(fromStore)).toBe(false);
     expect(store.isFallback(fromLocal)).toBe(true);
     expect(store.isFallback(OPEN_DECISION)).toBe(true);
@@ -139,10 +150,10 @@ describe('GuardedStore', () => {
 
   it('counts timeouts apart from other errors', async () => {
     const { store, primary, metrics } = guarded('open');
-    primary.decide = async () => {
+    primary.acquire = async () => {
       throw new StoreError('STORE_TIMEOUT', 'slow');
     };
-    await store.decide(REQUEST);
+    await store.acquire(REQUEST);
     expect(await metrics.registry.metrics()).toContain('sluice_store_errors_total{reason="timeout"} 1');
   });
 });

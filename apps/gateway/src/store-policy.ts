@@ -2,7 +2,7 @@
  * The store as the request path sees it: the primary store (Redis) behind a circuit breaker, with
  * the `STORE_FAILURE` policy deciding whenever the store cannot (SPEC §1, §4 "Store failure").
  *
- * - `local`: the same bucket arithmetic in an in-process store of this gateway;
+ * - `local`: the same limiter engine in an in-process store of this gateway;
  * - `open`: admit (OPEN_DECISION);
  * - `closed`: refuse with 503 (UNAVAILABLE_DECISION).
  *
@@ -13,24 +13,27 @@
  * `enableOfflineQueue: false`) or no answer within STORE_TIMEOUT_MS (ioredis' `commandTimeout`),
  * so no request ever waits longer than the timeout. State changes are logged once, not per request.
  */
-import type { Decision, DecisionRequest, Store } from '@sluice/shared';
+import type { Decision, LimitCheck, Store } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import type { StoreFailurePolicy } from './config.js';
 import type { BreakerStateValue, GatewayMetrics } from './metrics.js';
 
-/** Admit without a decision (policy `open`); the gateway sends no RateLimit header with it. */
+/**
+ * Admit without a decision (policy `open`): no limit was asked, so it has no outcomes and the
+ * gateway sends no RateLimit header with it.
+ */
 export const OPEN_DECISION: Decision = Object.freeze({
   allowed: true,
-  balance: Number.NaN,
+  limits: Object.freeze([]),
+  deniedIndex: -1,
   retryAfterMs: 0,
-  fullInMs: 0,
 });
-/** Refuse with 503 (policy `closed`). */
+/** Refuse with 503 (policy `closed`): no limit was asked, so no outcomes and no limit to blame. */
 export const UNAVAILABLE_DECISION: Decision = Object.freeze({
   allowed: false,
-  balance: Number.NaN,
+  limits: Object.freeze([]),
+  deniedIndex: -1,
   retryAfterMs: 1000,
-  fullInMs: 0,
 });
 
 /** Consecutive failures that open the breaker. */
@@ -96,14 +99,14 @@ export class GuardedStore {
   }
 
   /** A decision from the store, or from the policy when the store fails or the breaker is open. */
-  decide(request: DecisionRequest): Promise<Decision> {
+  acquire(checks: readonly LimitCheck[]): Promise<Decision> {
     if (this.#state !== 'closed') {
-      if (this.#probeInFlight || performance.now() < this.#probeAtMs) return this.#fallback(request);
+      if (this.#probeInFlight || performance.now() < this.#probeAtMs) return this.#fallback(checks);
       this.#probeInFlight = true;
       this.#setState('half-open');
     }
     const startedAt = performance.now();
-    return this.#primary.decide(request).then(
+    return this.#primary.acquire(checks).then(
       (decision) => {
         this.#latencyPrimary.observe((performance.now() - startedAt) / 1000);
         if (this.#state !== 'closed' || this.#consecutiveFailures !== 0) this.#onSuccess();
@@ -111,7 +114,7 @@ export class GuardedStore {
       },
       (error: unknown) => {
         this.#onFailure(error);
-        return this.#fallback(request);
+        return this.#fallback(checks);
       },
     );
   }
@@ -121,12 +124,12 @@ export class GuardedStore {
     if (this.#local !== this.#primary) await this.#local?.close();
   }
 
-  #fallback(request: DecisionRequest): Promise<Decision> {
+  #fallback(checks: readonly LimitCheck[]): Promise<Decision> {
     this.#fallbackCounter.inc();
     if (this.#policy === 'open') return Promise.resolve(OPEN_DECISION);
     if (this.#policy === 'closed') return Promise.resolve(UNAVAILABLE_DECISION);
     const startedAt = performance.now();
-    return this.#local!.decide(request).then((decision) => {
+    return this.#local!.acquire(checks).then((decision) => {
       this.#latencyLocal.observe((performance.now() - startedAt) / 1000);
       if (this.#local !== this.#primary) this.#fallbackDecisions.add(decision);
       return decision;

@@ -1,28 +1,32 @@
 /**
- * The in-process bucket store: the same arithmetic as Redis (bucket.ts), one process only.
- * Memory is bounded twice: at most `maxBuckets` buckets (least recently used go first), and a
- * bucket is dropped once it would be full again (on access, or by a periodic sweep), so idle
+ * The in-process limiter store: the same engine and arithmetic as Redis (engine.ts and the algorithm
+ * models are the Lua script's twins), one process only. Memory is bounded twice: at most `maxKeys`
+ * limit states (least recently used go first), and a state is dropped once it no longer matters (a
+ * bucket full again, a window whose estimate is 0), on access or by a periodic sweep, so idle
  * clients cost nothing.
  */
 import { LRUCache } from 'lru-cache';
-import { type BucketState, decide, MAX_WAIT_MS } from './bucket.js';
-import type { Decision, DecisionRequest, Store } from './store.js';
+import { MAX_WAIT_MS } from './algorithms/wait.js';
+import { acquireFrom, type StateTable } from './engine.js';
+import type { Decision, LimitCheck } from './limits.js';
+import type { Store } from './store.js';
 
 export interface MemoryStoreOptions {
-  /** most buckets kept; the least recently used is evicted beyond it; default 100,000 */
-  maxBuckets?: number;
+  /** most limit states kept (one per limit per client); the least recently used is evicted beyond it; default 100,000 */
+  maxKeys?: number;
   /** the store's clock in ms; default `performance.timeOrigin + performance.now()` (monotonic) */
   now?: () => number;
-  /** how often full buckets are swept, in ms; 0 = never (they still go on access or eviction); default 60,000 */
+  /** how often states that no longer matter are swept, in ms; 0 = never (they still go on access or eviction); default 60,000 */
   sweepIntervalMs?: number;
 }
 
-export const DEFAULT_MAX_BUCKETS = 100_000;
+export const DEFAULT_MAX_KEYS = 100_000;
 
-/** A bucket plus the moment it is full again, after which it is as good as absent. */
-interface Entry extends BucketState {
-  /** the store's clock (ms) from which the bucket is full: `decision time + fullInMs` */
-  fullAtMs: number;
+/** A state plus the moment from which it no longer matters (as good as absent). */
+interface Entry {
+  readonly state: unknown;
+  /** the store's clock (ms) from which the state is as good as absent */
+  readonly expiresAtMs: number;
 }
 
 function monotonicNowMs(): number {
@@ -33,14 +37,14 @@ export class MemoryStore implements Store {
   readonly kind = 'memory' as const;
   readonly #now: () => number;
   // Expiry is kept here rather than with lru-cache's TTL: it must run on the store's clock and
-  // never fire before the bucket is full (lru-cache reads its own clock, and skips TTLs that
-  // start at 0), and a full bucket found before it is swept decides exactly like a missing one.
-  readonly #buckets: LRUCache<string, Entry>;
+  // never fire before the state stops mattering (lru-cache reads its own clock, and skips TTLs that
+  // start at 0), and an expired state found before it is swept decides exactly like a missing one.
+  readonly #entries: LRUCache<string, Entry>;
   readonly #sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.#now = options.now ?? monotonicNowMs;
-    this.#buckets = new LRUCache<string, Entry>({ max: options.maxBuckets ?? DEFAULT_MAX_BUCKETS });
+    this.#entries = new LRUCache<string, Entry>({ max: options.maxKeys ?? DEFAULT_MAX_KEYS });
     const sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
     if (sweepIntervalMs > 0) {
       this.#sweepTimer = setInterval(() => this.sweep(), sweepIntervalMs);
@@ -48,45 +52,61 @@ export class MemoryStore implements Store {
     }
   }
 
-  /** Buckets held now (full ones count until swept or touched). */
+  /** States held now (expired ones count until swept or touched). */
   get size(): number {
-    return this.#buckets.size;
+    return this.#entries.size;
   }
 
-  /** Drops every bucket that is full by now; returns how many were dropped. */
+  /** Drops every state that no longer matters by now; returns how many were dropped. */
   sweep(): number {
     const nowMs = this.#now();
-    const full: string[] = [];
-    for (const [key, entry] of this.#buckets.entries()) if (nowMs >= entry.fullAtMs) full.push(key);
-    for (const key of full) this.#buckets.delete(key);
-    return full.length;
+    const expired: string[] = [];
+    for (const [key, entry] of this.#entries.entries()) if (nowMs >= entry.expiresAtMs) expired.push(key);
+    for (const key of expired) this.#entries.delete(key);
+    return expired.length;
   }
 
-  async decide(request: DecisionRequest): Promise<Decision> {
-    return this.decideSync(request);
+  async acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+    return this.acquireSync(checks);
   }
 
   /** The same decision without the promise, for callers that want to avoid a microtask. */
-  decideSync(request: DecisionRequest): Decision {
-    const nowMs = this.#now();
-    const entry = this.#buckets.get(request.key);
-    const current = entry && nowMs < entry.fullAtMs ? entry : undefined;
-    const { decision, state, changed } = decide(current, request.limits, request.cost, nowMs);
-    if (changed) {
-      if (decision.fullInMs === 0) this.#buckets.delete(request.key);
-      else {
-        // a wait of MAX_WAIT_MS means "at least": such a bucket never expires early
-        const fullAtMs = decision.fullInMs >= MAX_WAIT_MS ? Infinity : nowMs + decision.fullInMs;
-        this.#buckets.set(request.key, { ...state, fullAtMs });
-      }
-    } else if (entry && !current) {
-      this.#buckets.delete(request.key); // full, and this denial changes nothing
-    }
-    return decision;
+  acquireSync(checks: readonly LimitCheck[]): Decision {
+    return this.#acquire(checks, this.#now(), 0);
+  }
+
+  /**
+   * TESTS ONLY: decides at `nowMs` instead of the store's clock, keeping written states at least
+   * `minTtlMs` (on that clock), like `RedisStore.acquireAt`. Production never calls it.
+   */
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<Decision> {
+    return Promise.resolve().then(() => this.#acquire(checks, nowMs, minTtlMs));
   }
 
   async close(): Promise<void> {
     if (this.#sweepTimer) clearInterval(this.#sweepTimer);
-    this.#buckets.clear();
+    this.#entries.clear();
+  }
+
+  #acquire(checks: readonly LimitCheck[], nowMs: number, minTtlMs: number): Decision {
+    const entries = this.#entries;
+    const table: StateTable = {
+      get(key) {
+        const entry = entries.get(key);
+        if (entry === undefined) return undefined;
+        if (nowMs < entry.expiresAtMs) return entry.state;
+        entries.delete(key); // no longer matters, whatever this decision is
+        return undefined;
+      },
+      set(key, state, ttlMs) {
+        if (ttlMs === 0) entries.delete(key);
+        else {
+          // a wait of MAX_WAIT_MS means "at least": such a state never expires early
+          const expiresAtMs = ttlMs >= MAX_WAIT_MS ? Infinity : nowMs + Math.max(ttlMs, minTtlMs);
+          entries.set(key, { state, expiresAtMs });
+        }
+      },
+    };
+    return acquireFrom(table, checks, nowMs);
   }
 }

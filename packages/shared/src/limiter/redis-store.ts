@@ -1,43 +1,37 @@
 /**
- * The Redis bucket store: one script call per decision, on Redis's own clock (`TIME`).
+ * The Redis limiter store: one script call (acquire.lua) per request, whatever its number of limits,
+ * on Redis's own clock (`TIME`).
  *
  * The script is registered once per client with `defineCommand` (only if absent); ioredis then
  * sends EVALSHA and falls back to EVAL by itself when Redis answers NOSCRIPT (after a restart or
  * `SCRIPT FLUSH`). Commands are never queued while Redis is away (`enableOfflineQueue: false`):
  * a decision fails at once with a `StoreError`, and the gateway's `STORE_FAILURE` policy decides.
+ *
+ * Imported from the `@sluice/shared/redis` subpath only, so that the root entry never loads ioredis.
  */
-import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions, type Result } from 'ioredis';
-import { assertBucketArguments } from './bucket.js';
-import { type Decision, type DecisionRequest, type Store, StoreError } from './store.js';
-
-/** The Lua source (`token-bucket.lua`, copied beside the compiled file by the build). */
-export const TOKEN_BUCKET_LUA: string = readFileSync(new URL('./token-bucket.lua', import.meta.url), 'utf8');
+import { ACQUIRE_LUA } from './acquire-script.js';
+import { LimitArgumentError } from './algorithms/algorithm.js';
+import { algorithmOf } from './algorithms/index.js';
+import { assertChecks, decisionOf, outcomeOf } from './engine.js';
+import type { Decision, LimitCheck, LimitOutcome } from './limits.js';
+import { type Store, StoreError } from './store.js';
 
 /** The ioredis command name the script is registered under. */
-export const TOKEN_BUCKET_COMMAND = 'sluiceTokenBucket';
+export const ACQUIRE_COMMAND = 'sluiceAcquire';
 
-/** What the script returns: allowed 1|0, balance as a '%.17g' string, then two whole ms. */
-export type TokenBucketReply = [allowed: number, balance: string, retryAfterMs: number, fullInMs: number];
+/** What the script returns: per check, allowed 1|0, level as a '%.17g' string, then two whole ms. */
+export type AcquireReply = (number | string)[];
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** KEYS[1] and ARGV[1..7] as documented at the top of token-bucket.lua. */
-    sluiceTokenBucket(
-      key: string,
-      capacity: string,
-      refill: string,
-      periodMs: string,
-      maxDebt: string,
-      cost: string,
-      nowMs: string,
-      minTtlMs: string,
-    ): Result<TokenBucketReply, Context>;
+    /** `numberOfKeys`, KEYS, then ARGV, as documented at the top of acquire.lua. */
+    sluiceAcquire(numberOfKeys: number, ...keysAndArgs: string[]): Result<AcquireReply, Context>;
   }
 }
 
 export interface RedisStoreOptions {
-  /** prepended to every `request.key` (outside its hash-tag braces), e.g. `"sluice:"`; default none */
+  /** prepended to every check's key (outside its hash-tag braces), e.g. `"sluice:"`; default none */
   keyPrefix?: string;
   /** per-command timeout in ms, for a client the store creates; default 50 (SPEC `STORE_TIMEOUT_MS`) */
   commandTimeoutMs?: number;
@@ -49,7 +43,7 @@ export interface RedisStoreOptions {
    * Hold the connection's writes until the end of the event-loop turn (`cork`, uncorked by
    * `setImmediate`), so the decisions of one turn leave in one write and Redis reads them in one
    * read; default false. Unlike `autoPipelining` it adds no pipeline object per batch and never
-   * waits for one batch's replies before sending the next: each decision is still its own EVALSHA.
+   * waits for one batch's replies before sending the next: each request is still its own EVALSHA.
    */
   coalesceWrites?: boolean;
 }
@@ -89,29 +83,32 @@ export class RedisStore implements Store {
         enableAutoPipelining: options.autoPipelining ?? false,
       };
       this.client = new Redis(redis, clientOptions);
-      // Without a listener ioredis prints every reconnect failure; failures surface through decide().
+      // Without a listener ioredis prints every reconnect failure; failures surface through acquire().
       this.client.on('error', () => {});
       this.#ownsClient = true;
     } else {
       this.client = redis;
       this.#ownsClient = false;
     }
-    if (typeof this.client[TOKEN_BUCKET_COMMAND] !== 'function') {
-      this.client.defineCommand(TOKEN_BUCKET_COMMAND, { numberOfKeys: 1, lua: TOKEN_BUCKET_LUA });
+    // no numberOfKeys: the call passes it first, as many keys as the request has checks
+    if (typeof this.client[ACQUIRE_COMMAND] !== 'function') {
+      this.client.defineCommand(ACQUIRE_COMMAND, { lua: ACQUIRE_LUA });
     }
   }
 
-  decide(request: DecisionRequest): Promise<Decision> {
-    return this.#evaluate(request, '', '');
+  acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+    return this.#acquire(checks, '', '');
   }
 
   /**
-   * TESTS ONLY: decides on a simulated clock (`nowMs`) instead of Redis `TIME`, and keeps the key
+   * TESTS ONLY: decides on a simulated clock (`nowMs`) instead of Redis `TIME`, and keeps written keys
    * at least `minTtlMs` so real-time expiry cannot disturb the simulation. Production never calls it.
    */
-  decideAt(request: DecisionRequest, nowMs: number, minTtlMs = 0): Promise<Decision> {
-    assertBucketArguments(request.limits, request.cost, nowMs);
-    return this.#evaluate(request, String(nowMs), String(minTtlMs));
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<Decision> {
+    if (!Number.isFinite(nowMs)) {
+      return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
+    }
+    return this.#acquire(checks, String(nowMs), String(minTtlMs));
   }
 
   /** Resolves once the connection is ready; rejects with `STORE_UNAVAILABLE` after `timeoutMs`. */
@@ -148,33 +145,34 @@ export class RedisStore implements Store {
   }
 
   /**
-   * The one place a decision meets Redis. A batched mode slots in here: queue
-   * `(key, args, resolve, reject)` and flush once per tick (`queueMicrotask`) as one pipeline, or
-   * as one script call over many keys on a single node, settling each caller from its slot of the
-   * reply. `coalesceWrites` (or `autoPipelining`) already gives the one-write half of that for a
-   * client the store creates.
+   * The one place a decision meets Redis: one EVALSHA for all of a request's checks. A batched mode
+   * slots in here: queue `(keys, args, resolve, reject)` and flush once per tick as one script call
+   * per node, settling each caller from its slice of the reply. `coalesceWrites` (or
+   * `autoPipelining`) already gives the one-write half of that for a client the store creates.
    */
-  async #evaluate(request: DecisionRequest, nowMs: string, minTtlMs: string): Promise<Decision> {
+  async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<Decision> {
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
-    const { limits, cost } = request;
-    assertBucketArguments(limits, cost);
-    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
-    let reply: TokenBucketReply;
-    try {
-      reply = await this.client.sluiceTokenBucket(
-        this.#keyPrefix + request.key,
-        String(limits.capacity),
-        String(limits.refill),
-        String(limits.periodMs),
-        String(limits.maxDebt),
-        String(cost),
-        nowMs,
-        minTtlMs,
+    assertChecks(checks);
+    const n = checks.length;
+    if (n === 0) return decisionOf([]);
+    const keysAndArgs: string[] = new Array(n);
+    for (let i = 0; i < n; i++) keysAndArgs[i] = this.#keyPrefix + checks[i]!.key;
+    keysAndArgs.push('acquire', nowMs, minTtlMs, String(n));
+    for (const check of checks) {
+      keysAndArgs.push(
+        check.spec.algorithm,
+        String(check.cost),
+        ...algorithmOf(check.spec).luaArguments(check.spec),
       );
+    }
+    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
+    let reply: AcquireReply;
+    try {
+      reply = await this.client.sluiceAcquire(n, ...keysAndArgs);
     } catch (error) {
       throw toStoreError(error);
     }
-    return parseReply(reply);
+    return parseReply(reply, checks);
   }
 
   #corkUntilTurnEnds(): void {
@@ -190,20 +188,30 @@ export class RedisStore implements Store {
   }
 }
 
-function parseReply(reply: unknown): Decision {
-  if (Array.isArray(reply) && reply.length === 4) {
-    const [allowed, balanceText, retryAfterMs, fullInMs] = reply as unknown[];
-    const balance = typeof balanceText === 'string' ? Number(balanceText) : Number.NaN;
+function parseReply(reply: unknown, checks: readonly LimitCheck[]): Decision {
+  const outcomes =
+    Array.isArray(reply) && reply.length === 4 * checks.length ? parseOutcomes(reply, checks) : undefined;
+  if (outcomes === undefined)
+    throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
+  return decisionOf(outcomes);
+}
+
+function parseOutcomes(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
+  const outcomes: LimitOutcome[] = new Array(checks.length);
+  for (let i = 0; i < checks.length; i++) {
+    const [allowed, levelText, retryAfterMs, resetMs] = reply.slice(4 * i, 4 * i + 4);
+    const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
     if (
-      (allowed === 0 || allowed === 1) &&
-      Number.isFinite(balance) &&
-      typeof retryAfterMs === 'number' &&
-      typeof fullInMs === 'number'
+      !(allowed === 0 || allowed === 1) ||
+      !Number.isFinite(level) ||
+      typeof retryAfterMs !== 'number' ||
+      typeof resetMs !== 'number'
     ) {
-      return { allowed: allowed === 1, balance, retryAfterMs, fullInMs };
+      return undefined;
     }
+    outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: allowed === 1, level, retryAfterMs, resetMs });
   }
-  throw new StoreError('STORE_ERROR', `unreadable token bucket reply: ${JSON.stringify(reply)}`);
+  return outcomes;
 }
 
 function toStoreError(error: unknown): StoreError {

@@ -1,45 +1,18 @@
 /**
- * The contract every bucket store implements (Redis and in-process). The gateway never knows
+ * The contract every limiter store implements (Redis and in-process). The gateway never knows
  * which one it has. A denial is a value (`allowed: false`); only a store failure throws.
  */
-
-/** The limits of one rule, as the bucket arithmetic needs them. */
-export interface BucketLimits {
-  /** most tokens the bucket holds (the burst); > 0 */
-  capacity: number;
-  /** tokens gained every `periodMs`, continuously; > 0 */
-  refill: number;
-  /** refill period in milliseconds; > 0 */
-  periodMs: number;
-  /** how far below zero one admitted request may take the balance; >= 0 */
-  maxDebt: number;
-}
-
-export interface DecisionRequest {
-  /** bucket key, built with `bucketKey()` so one bucket stays on one Redis Cluster slot */
-  key: string;
-  limits: BucketLimits;
-  /** tokens this request takes; > 0 */
-  cost: number;
-}
-
-export interface Decision {
-  allowed: boolean;
-  /** balance after this decision (may be negative) */
-  balance: number;
-  /** ms until a request of the same cost could be admitted; 0 when admitted */
-  retryAfterMs: number;
-  /** ms until the bucket is full again (0 when full) */
-  fullInMs: number;
-}
+import type { Decision, LimitCheck } from './limits.js';
 
 export interface Store {
   readonly kind: 'redis' | 'memory';
   /**
-   * Decides one request. Callers await one decision each; a store may settle many pending
-   * decisions in one round trip (batching) without callers changing.
+   * Decides all the checks of one request at once, all or nothing: admitted only if every check
+   * admits, and then every one is charged; otherwise nothing is charged. One outcome per check, in
+   * order. Rejects with `StoreError` when the store cannot decide, and with `LimitArgumentError`
+   * for checks out of range (a bug, not a client's doing).
    */
-  decide(request: DecisionRequest): Promise<Decision>;
+  acquire(checks: readonly LimitCheck[]): Promise<Decision>;
   close(): Promise<void>;
 }
 
@@ -52,7 +25,7 @@ export type StoreErrorCode =
   /** the store answered with an error or an unreadable reply */
   | 'STORE_ERROR';
 
-/** The one error a store's `decide` rejects with (a denial is a value, not an error). */
+/** The one error a store's `acquire` rejects with when it cannot decide (a denial is a value). */
 export class StoreError extends Error {
   readonly code: StoreErrorCode;
   constructor(code: StoreErrorCode, message: string, options?: { cause?: unknown }) {
@@ -62,7 +35,8 @@ export class StoreError extends Error {
   }
 }
 
-/** `{<ruleId>:<clientKey>}` with an optional prefix outside the braces (Redis Cluster hash tag). */
-export function bucketKey(prefix: string, ruleId: string, clientKey: string): string {
-  return `${prefix}{${ruleId}:${clientKey}}`;
-}
+/**
+ * The numbers of a token bucket. Re-exported here because rules/match.ts (v1 compile) imports it from
+ * this module; the rules v2 compile builds `TokenBucketSpec`s instead.
+ */
+export type { BucketLimits } from './algorithms/token-bucket/model.js';

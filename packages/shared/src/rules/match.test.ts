@@ -5,7 +5,6 @@ import {
   type MatchRequest,
   pathSpecificity,
   RuleCompileError,
-  refillWindowSec,
   requestHostKey,
 } from './match.js';
 import { checkRule, type Rule, type RuleInput, withDefaults } from './schema.js';
@@ -411,15 +410,17 @@ describe('compileRules: what each compiled rule carries', () => {
     expect(c.rules.map((r) => r.conditions)).toEqual([6, 0]);
   });
 
-  it('rounds the policy window up to whole seconds, at least 1', () => {
-    expect(refillWindowSec({ capacity: 5, refill: 2, periodMs: 1000 })).toBe(3);
-    expect(refillWindowSec({ capacity: 1, refill: 1000, periodMs: 1000 })).toBe(1);
-    expect(refillWindowSec({ capacity: 10, refill: 1, periodMs: 1000 })).toBe(10);
-    expect(refillWindowSec({ capacity: 3, refill: 0.1, periodMs: 1000 })).toBe(30);
-    expect(refillWindowSec({ capacity: 10, refill: 3, periodMs: 1000 })).toBe(4);
-    expect(refillWindowSec({ capacity: 1e12, refill: 1e-300, periodMs: 31_536_000_000 })).toBe(
-      999_999_999_999_999,
-    );
+  it('rounds the policy window up to whole seconds, at least 1, with the header module', () => {
+    const policy = (capacity: number, refill: number, period: string) =>
+      compileRules([rule('p', '/p', { limit: { capacity, refill, period } })]).rules[0]!.policyHeader;
+    expect(policy(5, 2, '1s')).toBe('"p";q=5;w=3');
+    expect(policy(1, 1000, '1s')).toBe('"p";q=1;w=1');
+    expect(policy(10, 3, '1s')).toBe('"p";q=10;w=4');
+    expect(policy(1, 1, '1h')).toBe('"p";q=1;w=3600');
+    const window = compileRules([
+      rule('w', '/w', { limits: [{ name: 'day', algorithm: 'sliding-window', max: 7, window: '1d' }] }),
+    ]).rules[0]!.policyHeader;
+    expect(window).toBe('"w.day";q=7;w=86400');
   });
 
   it('is immutable', () => {

@@ -37,6 +37,7 @@
  * and case-insensitive rules live in tries of their own, searched only when such rules exist.
  */
 import { pathSegments } from '../http/path-segments.js';
+import { headerItemName, policyNumbers } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
 import { canonicalRulePath } from './canonical-path.js';
 import { parseDuration } from './duration.js';
@@ -122,17 +123,6 @@ export class RuleCompileError extends Error {
   ) {
     super(`rule "${ruleName}": ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}`);
   }
-}
-
-/** Largest sf-integer (RFC 9651); bounds `w` for absurdly slow refills. */
-const MAX_SF_INTEGER = 999_999_999_999_999;
-
-/** Seconds to refill `capacity` from empty at `refill` tokens per `periodMs`, rounded up, ≥ 1. */
-export function refillWindowSec(limits: { capacity: number; refill: number; periodMs: number }): number {
-  const exactSec = (limits.capacity * limits.periodMs) / (limits.refill * 1000);
-  // Shave one part in 1e12 so float noise (60.00000000000001) does not round up a whole second.
-  const sec = Math.ceil(exactSec * (1 - 1e-12));
-  return Math.min(Math.max(sec, 1), MAX_SF_INTEGER);
 }
 
 /** The specificity tuple of a path pattern (see the module comment for how tuples compare). */
@@ -328,6 +318,12 @@ function search(
   return found;
 }
 
+/** `"<label>";q=…;w=…`: the numbers come from the one header-arithmetic module. */
+function policyItemOf(label: string, spec: LimitSpec): string {
+  const { q, w } = policyNumbers(spec);
+  return `${headerItemName(label, '')};q=${q};w=${w}`;
+}
+
 function tokenBucketLimit(
   name: string,
   label: string,
@@ -349,7 +345,7 @@ function tokenBucketLimit(
     clientBy: client.by,
     clientHeader: client.by === 'header' ? client.name?.toLowerCase() : undefined,
     label,
-    policyItem: `"${label}";q=${spec.capacity};w=${refillWindowSec(spec)}`,
+    policyItem: policyItemOf(label, spec),
   });
 }
 
@@ -368,7 +364,6 @@ function compileLimits(rule: Rule): CompiledLimit[] {
       case 'sliding-window': {
         const windowMs = parseDuration(limit.window);
         const spec = Object.freeze({ algorithm: 'sliding-window' as const, max: limit.max, windowMs });
-        const windowSec = Math.min(Math.max(Math.ceil(windowMs / 1000), 1), MAX_SF_INTEGER);
         return Object.freeze({
           name: limit.name,
           spec,
@@ -376,7 +371,7 @@ function compileLimits(rule: Rule): CompiledLimit[] {
           clientBy: limit.client.by,
           clientHeader: limit.client.by === 'header' ? limit.client.name?.toLowerCase() : undefined,
           label,
-          policyItem: `"${label}";q=${limit.max};w=${windowSec}`,
+          policyItem: policyItemOf(label, spec),
         });
       }
       default:

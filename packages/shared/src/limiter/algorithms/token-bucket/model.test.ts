@@ -1,32 +1,41 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { wholeSecondsUp } from '../../headers.js';
+import { type Scenario, scenarioArb } from '../../test-arbitraries.js';
+import { LimitArgumentError, type Verdict } from '../algorithm.js';
+import { MAX_WAIT_MS } from '../wait.js';
 import {
-  BucketArgumentError,
+  type BucketLimits,
   type BucketState,
   balanceAt,
   canEverAdmit,
   capacityRefillMs,
-  decide,
-  MAX_WAIT_MS,
-  msToWholeSeconds,
+  evaluateBucket,
   refillRatePerMs,
-  remainingTokens,
-} from './bucket.js';
-import type { BucketLimits } from './store.js';
-import { type Scenario, scenarioArb } from './test-arbitraries.js';
+  tokenBucket,
+} from './model.js';
 
 const RUNS = 3_000;
 
 /** capacity 10, refill 1 per second: the SPEC §2 example */
 const spec = (maxDebt: number): BucketLimits => ({ capacity: 10, refill: 1, periodMs: 1_000, maxDebt });
 
+/** One request against one bucket alone: evaluate, then charge if admitted (else hold). */
+function decide(state: BucketState | undefined, limits: BucketLimits, cost: number, nowMs: number) {
+  tokenBucket.assertArguments({ algorithm: 'token-bucket', ...limits }, cost);
+  const evaluation = evaluateBucket(state, limits, cost, nowMs);
+  if (!evaluation.allowed) return { decision: evaluation.hold(), state, changed: false };
+  const charged = evaluation.charge();
+  return { decision: charged.verdict, state: charged.state, changed: true, ttlMs: charged.ttlMs };
+}
+
 /** Runs requests through `decide`, keeping state the way a store does (absent = full). */
 class Bucket {
   state: BucketState | undefined;
   constructor(readonly limits: BucketLimits) {}
-  take(cost: number, nowMs: number) {
+  take(cost: number, nowMs: number): Verdict {
     const outcome = decide(this.state, this.limits, cost, nowMs);
-    if (outcome.changed) this.state = outcome.decision.fullInMs === 0 ? undefined : outcome.state;
+    if (outcome.changed) this.state = outcome.decision.resetMs === 0 ? undefined : outcome.state;
     return outcome.decision;
   }
 }
@@ -34,25 +43,25 @@ class Bucket {
 describe('SPEC §2 examples', () => {
   it('capacity 10, refill 1/s, cost 8, maxDebt 10: admitted (2), admitted (−6), denied with Retry-After 7', () => {
     const bucket = new Bucket(spec(10));
-    expect(bucket.take(8, 0)).toMatchObject({ allowed: true, balance: 2, retryAfterMs: 0, fullInMs: 8_000 });
+    expect(bucket.take(8, 0)).toMatchObject({ allowed: true, level: 2, retryAfterMs: 0, resetMs: 8_000 });
     expect(bucket.take(8, 0)).toMatchObject({
       allowed: true,
-      balance: -6,
+      level: -6,
       retryAfterMs: 0,
-      fullInMs: 16_000,
+      resetMs: 16_000,
     });
     const denied = bucket.take(8, 0);
-    expect(denied).toEqual({ allowed: false, balance: -6, retryAfterMs: 7_000, fullInMs: 16_000 });
-    expect(msToWholeSeconds(denied.retryAfterMs)).toBe(7);
+    expect(denied).toEqual({ allowed: false, level: -6, retryAfterMs: 7_000, resetMs: 16_000 });
+    expect(wholeSecondsUp(denied.retryAfterMs)).toBe(7);
     // b must be back to 1: one ms early is still denied, on time is admitted
     expect(bucket.take(8, 6_999).allowed).toBe(false);
-    expect(bucket.take(8, 7_000)).toMatchObject({ allowed: true, balance: -7 });
+    expect(bucket.take(8, 7_000)).toMatchObject({ allowed: true, level: -7 });
   });
 
   it('maxDebt 0 makes it classic: only one request of cost 8 is admitted', () => {
     const bucket = new Bucket(spec(0));
-    expect(bucket.take(8, 0)).toMatchObject({ allowed: true, balance: 2 });
-    expect(bucket.take(8, 0)).toEqual({ allowed: false, balance: 2, retryAfterMs: 6_000, fullInMs: 8_000 });
+    expect(bucket.take(8, 0)).toMatchObject({ allowed: true, level: 2 });
+    expect(bucket.take(8, 0)).toEqual({ allowed: false, level: 2, retryAfterMs: 6_000, resetMs: 8_000 });
     expect(bucket.take(8, 0).allowed).toBe(false);
   });
 
@@ -61,15 +70,32 @@ describe('SPEC §2 examples', () => {
       const bucket = new Bucket(spec(maxDebt));
       const admitted = Array.from({ length: 50 }, () => bucket.take(1, 0)).filter((d) => d.allowed);
       expect(admitted).toHaveLength(10);
-      expect(bucket.take(1, 0)).toMatchObject({ allowed: false, balance: 0, retryAfterMs: 1_000 });
+      expect(bucket.take(1, 0)).toMatchObject({ allowed: false, level: 0, retryAfterMs: 1_000 });
     }
   });
 
   it('a request costing less than one token behaves classically (admitted iff b ≥ c)', () => {
     const bucket = new Bucket({ capacity: 1, refill: 1, periodMs: 1_000, maxDebt: 100 });
-    expect(bucket.take(0.75, 0)).toMatchObject({ allowed: true, balance: 0.25 });
-    expect(bucket.take(0.5, 0)).toMatchObject({ allowed: false, balance: 0.25, retryAfterMs: 250 });
-    expect(bucket.take(0.25, 0)).toMatchObject({ allowed: true, balance: 0 });
+    expect(bucket.take(0.75, 0)).toMatchObject({ allowed: true, level: 0.25 });
+    expect(bucket.take(0.5, 0)).toMatchObject({ allowed: false, level: 0.25, retryAfterMs: 250 });
+    expect(bucket.take(0.25, 0)).toMatchObject({ allowed: true, level: 0 });
+  });
+
+  it('a whole period refills exactly `refill` tokens: capacity 1, 1 per hour, just emptied, is full in 3,600,000 ms', () => {
+    // elapsed · (refill / period) gave 3_600_000 · (1 / 3_600_000) = 0.9999999999999999: full 1 ms
+    // late, so the gateway said t=3601 where the bucket is full after exactly an hour
+    for (const nowMs of [0, 1_700_000_000_123.456]) {
+      const limits = { capacity: 1, refill: 1, periodMs: 3_600_000, maxDebt: 1 };
+      const first = decide(undefined, limits, 1, nowMs);
+      expect(first.decision).toEqual({ allowed: true, level: 0, retryAfterMs: 0, resetMs: 3_600_000 });
+      expect(wholeSecondsUp(first.decision.resetMs)).toBe(3_600);
+      expect(capacityRefillMs(limits)).toBe(3_600_000);
+      expect(decide(first.state, limits, 1, nowMs).decision).toMatchObject({
+        allowed: false,
+        retryAfterMs: 3_600_000,
+      });
+      expect(decide(first.state, limits, 1, nowMs + 3_600_000).decision.allowed).toBe(true);
+    }
   });
 
   it('refills continuously with time, up to capacity', () => {
@@ -77,19 +103,19 @@ describe('SPEC §2 examples', () => {
     for (let i = 0; i < 10; i++) bucket.take(1, 0);
     expect(bucket.take(1, 0).allowed).toBe(false);
     // 2.5 s later: 2.5 tokens, so two unit requests and then a denial 500 ms from the next token
-    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: true, balance: 1.5 });
-    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: true, balance: 0.5 });
-    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 500, fullInMs: 9_500 });
+    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: true, level: 1.5 });
+    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: true, level: 0.5 });
+    expect(bucket.take(1, 2_500)).toMatchObject({ allowed: false, retryAfterMs: 500, resetMs: 9_500 });
     // an hour later the bucket is full, not fuller
-    expect(bucket.take(1, 3_600_000)).toMatchObject({ allowed: true, balance: 9 });
+    expect(bucket.take(1, 3_600_000)).toMatchObject({ allowed: true, level: 9 });
   });
 
   it('a bucket left alone until full needs no state: a new bucket is a full bucket', () => {
     const bucket = new Bucket(spec(0));
     const first = bucket.take(4, 0);
-    expect(first.fullInMs).toBe(4_000);
-    expect(balanceAt(bucket.state!, bucket.limits, first.fullInMs)).toBe(10);
-    expect(balanceAt(bucket.state!, bucket.limits, first.fullInMs - 1)).toBeLessThan(10);
+    expect(first.resetMs).toBe(4_000);
+    expect(balanceAt(bucket.state!, bucket.limits, first.resetMs)).toBe(10);
+    expect(balanceAt(bucket.state!, bucket.limits, first.resetMs - 1)).toBeLessThan(10);
     expect(decide(undefined, spec(0), 4, 4_000).decision).toEqual(bucket.take(4, 4_000));
   });
 });
@@ -101,9 +127,9 @@ describe('edges', () => {
     expect(canEverAdmit(limits, 20.5)).toBe(false);
     expect(canEverAdmit({ ...limits, capacity: 0.5 }, 1)).toBe(false);
     const bucket = new Bucket(limits);
-    expect(bucket.take(30, 0)).toEqual({ allowed: false, balance: 10, retryAfterMs: 0, fullInMs: 0 });
+    expect(bucket.take(30, 0)).toEqual({ allowed: false, level: 10, retryAfterMs: 0, resetMs: 0 });
     bucket.take(5, 0);
-    expect(bucket.take(30, 0)).toEqual({ allowed: false, balance: 5, retryAfterMs: 5_000, fullInMs: 5_000 });
+    expect(bucket.take(30, 0)).toEqual({ allowed: false, level: 5, retryAfterMs: 5_000, resetMs: 5_000 });
     // capacity below one token: a unit request never fits
     expect(new Bucket({ ...limits, capacity: 0.5 }).take(1, 0)).toMatchObject({
       allowed: false,
@@ -113,16 +139,16 @@ describe('edges', () => {
 
   it('a clock going backwards refills nothing, and the same span is not credited twice', () => {
     const bucket = new Bucket(spec(0));
-    expect(bucket.take(10, 5_000)).toMatchObject({ allowed: true, balance: 0 });
+    expect(bucket.take(10, 5_000)).toMatchObject({ allowed: true, level: 0 });
     // 3 s in the past: no refill, and the wait counts from the bucket's own (later) time
     expect(bucket.take(1, 2_000)).toEqual({
       allowed: false,
-      balance: 0,
+      level: 0,
       retryAfterMs: 4_000,
-      fullInMs: 13_000,
+      resetMs: 13_000,
     });
     expect(bucket.take(1, 5_000).allowed).toBe(false);
-    expect(bucket.take(1, 6_000)).toMatchObject({ allowed: true, balance: 0 });
+    expect(bucket.take(1, 6_000)).toMatchObject({ allowed: true, level: 0 });
     expect(bucket.state).toEqual({ balance: 0, updatedAtMs: 6_000 });
     // admitted while the clock is behind: the bucket keeps its later timestamp
     bucket.take(0.0001, 7_000);
@@ -133,33 +159,30 @@ describe('edges', () => {
 
   it('huge idle gaps and epoch-sized clocks stay exact', () => {
     const bucket = new Bucket({ capacity: 1e9, refill: 1e9, periodMs: 1, maxDebt: 1e9 });
-    expect(bucket.take(2e9, 1.7e12 + 0.123)).toMatchObject({ allowed: true, balance: -1e9, fullInMs: 2 });
-    expect(bucket.take(1, 1.7e12 + 1e13)).toMatchObject({ allowed: true, balance: 1e9 - 1 });
+    expect(bucket.take(2e9, 1.7e12 + 0.123)).toMatchObject({ allowed: true, level: -1e9, resetMs: 2 });
+    expect(bucket.take(1, 1.7e12 + 1e13)).toMatchObject({ allowed: true, level: 1e9 - 1 });
   });
 
   it('tiny refill rates cap waits at MAX_WAIT_MS instead of overflowing', () => {
     const slow = new Bucket({ capacity: 10, refill: 1e-300, periodMs: 31_536_000_000, maxDebt: 0 });
-    expect(slow.take(10, 0)).toMatchObject({ allowed: true, fullInMs: MAX_WAIT_MS });
+    expect(slow.take(10, 0)).toMatchObject({ allowed: true, resetMs: MAX_WAIT_MS });
     expect(slow.take(1, 1e12)).toMatchObject({
       allowed: false,
       retryAfterMs: MAX_WAIT_MS,
-      fullInMs: MAX_WAIT_MS,
+      resetMs: MAX_WAIT_MS,
     });
-    // the rate underflows to exactly 0: no NaN anywhere
+    // the rate underflows to exactly 0 (refill itself, elapsed · refill / period, keeps a denormal): no NaN anywhere
     const stuck = { capacity: 10, refill: Number.MIN_VALUE, periodMs: 1e7, maxDebt: 0 };
     expect(refillRatePerMs(stuck)).toBe(0);
     const d = new Bucket(stuck);
     d.take(10, 0);
-    expect(d.take(1, 1e15)).toEqual({
-      allowed: false,
-      balance: 0,
-      retryAfterMs: MAX_WAIT_MS,
-      fullInMs: MAX_WAIT_MS,
-    });
+    const later = d.take(1, 1e15);
+    expect(later).toMatchObject({ allowed: false, retryAfterMs: MAX_WAIT_MS, resetMs: MAX_WAIT_MS });
+    expect(later.level >= 0 && later.level < 1e-300).toBe(true);
     // a rate of ~1e9 tokens per ms refills in a single ms
     const fast = new Bucket({ capacity: 1, refill: 1e12, periodMs: 1_000, maxDebt: 0 });
     fast.take(1, 0.5);
-    expect(fast.take(1, 0.5)).toMatchObject({ allowed: false, retryAfterMs: 1, fullInMs: 1 });
+    expect(fast.take(1, 0.5)).toMatchObject({ allowed: false, retryAfterMs: 1, resetMs: 1 });
   });
 
   it('rejects limits, costs and clocks out of range with a coded error', () => {
@@ -174,24 +197,19 @@ describe('edges', () => {
       [spec(0), 1, Number.NaN],
     ];
     for (const [limits, cost, nowMs] of bad) {
-      expect(() => decide(undefined, limits, cost, nowMs)).toThrow(BucketArgumentError);
+      expect(() => decide(undefined, limits, cost, nowMs)).toThrow(LimitArgumentError);
     }
     try {
       decide(undefined, spec(0), -1, 0);
     } catch (error) {
-      expect((error as BucketArgumentError).code).toBe('BUCKET_INVALID_ARGUMENT');
+      expect((error as LimitArgumentError).code).toBe('LIMIT_INVALID_ARGUMENT');
     }
   });
 
-  it('header helpers round seconds up and never report negative tokens', () => {
-    expect(msToWholeSeconds(0)).toBe(0);
-    expect(msToWholeSeconds(1)).toBe(1);
-    expect(msToWholeSeconds(7_000)).toBe(7);
-    expect(msToWholeSeconds(7_001)).toBe(8);
+  it('an empty bucket takes capacityRefillMs to fill, capped at MAX_WAIT_MS', () => {
     expect(capacityRefillMs({ capacity: 100, refill: 100, periodMs: 60_000, maxDebt: 100 })).toBe(60_000);
+    expect(capacityRefillMs({ capacity: 10, refill: 3, periodMs: 1_000, maxDebt: 0 })).toBe(3_334);
     expect(capacityRefillMs({ capacity: 10, refill: 1e-300, periodMs: 1_000, maxDebt: 0 })).toBe(MAX_WAIT_MS);
-    expect(remainingTokens(-6)).toBe(0);
-    expect(remainingTokens(2.9)).toBe(2);
   });
 });
 
@@ -200,7 +218,7 @@ interface Step {
   cost: number;
   before: BucketState | undefined;
   after: BucketState | undefined;
-  decision: ReturnType<typeof decide>['decision'];
+  decision: Verdict;
 }
 
 /** Replays a scenario like a store does, recording every step. */
@@ -243,8 +261,8 @@ describe('properties over random limits, costs and clock steps', () => {
         const { capacity, maxDebt } = scenario.limits;
         const within = (b: number) => b >= -maxDebt && b <= capacity;
         for (const { decision, after } of replay(scenario)) {
-          if (!within(decision.balance) || (after && !within(after.balance))) {
-            expect({ reported: decision.balance, stored: after?.balance }).toEqual({
+          if (!within(decision.level) || (after && !within(after.balance))) {
+            expect({ reported: decision.level, stored: after?.balance }).toEqual({
               within: [-maxDebt, capacity],
             });
           }
@@ -261,7 +279,7 @@ describe('properties over random limits, costs and clock steps', () => {
           if (decision.allowed) continue;
           expect(after).toBe(before);
           const expected = before ? balanceAt(before, scenario.limits, nowMs) : scenario.limits.capacity;
-          expect(decision.balance).toBe(expected);
+          expect(decision.level).toBe(expected);
         }
       }),
       { numRuns: RUNS },
@@ -281,7 +299,7 @@ describe('properties over random limits, costs and clock steps', () => {
           const wait = decision.retryAfterMs;
           expect(Number.isInteger(wait) && wait >= 0 && wait <= MAX_WAIT_MS).toBe(true);
           if (!canEverAdmit(limits, cost)) {
-            expect(wait).toBe(decision.fullInMs);
+            expect(wait).toBe(decision.resetMs);
             continue;
           }
           expect(wait).toBeGreaterThanOrEqual(1);
@@ -296,13 +314,13 @@ describe('properties over random limits, costs and clock steps', () => {
     expect(checked).toBeGreaterThan(RUNS);
   });
 
-  it('fullInMs is exact: full on time, not full one ms earlier', () => {
+  it('resetMs is exact: full on time, not full one ms earlier', () => {
     fc.assert(
       fc.property(scenarioArb(), (scenario) => {
         const { limits } = scenario;
         for (const { decision, before, after, nowMs } of replay(scenario)) {
           const state = decision.allowed ? after : before;
-          const full = decision.fullInMs;
+          const full = decision.resetMs;
           expect(Number.isInteger(full) && full >= 0 && full <= MAX_WAIT_MS).toBe(true);
           if (!state) {
             expect(full).toBe(0);

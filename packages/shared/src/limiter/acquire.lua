@@ -1,0 +1,147 @@
+--[[
+Sluice limiter: the one script every decision runs (one EVALSHA per request, whatever its number
+of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at the line
+"-- @algorithms" when the script is loaded (acquire-script.ts); each registers itself in ALGORITHMS.
+
+KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
+          share a Redis Cluster hash tag
+ARGV[1]   operation: "acquire" (the only one today; settling a cost and giving back a concurrency
+          slot will be further operations of this script)
+ARGV[2]   nowMs      TESTS ONLY. Empty = the clock is Redis `TIME`. Production never passes it: time
+                     is the store's clock, never a gateway's.
+ARGV[3]   minTtlMs   TESTS ONLY. Empty = none. A floor on every written key's time to live, so a test
+                     walking a simulated clock does not see keys expire in real time. (Expiry only
+                     removes state that no longer matters, so keeping it longer changes nothing.)
+ARGV[4]   n          the number of checks; must equal #KEYS
+ARGV[5..] per check k, in order: algorithm name, cost (> 0), then the algorithm's `arity` numbers
+          (documented at the top of its snippet)
+Numbers arrive as decimal strings that round-trip exactly (JavaScript `String(x)`).
+
+"acquire", all or nothing: Redis TIME is read once; every check is evaluated against its state; if
+every one admits, every one is charged (its state written with a time to live of how long it
+matters: SET PX, DEL when it no longer does, no expiry for waits of MAX_WAIT_MS or more), otherwise
+nothing at all is written.
+
+Returns 4 values per check, in order: allowed (1|0: this limit alone would admit), level ('%.17g'
+string: token bucket balance, sliding window estimate, after the decision), retryAfterMs (whole ms,
+0 when this limit admits), resetMs (whole ms until the whole quota is back with no further traffic).
+Lua numbers returned to Redis are truncated to integers, hence the level as a string; the waits are
+whole ms no larger than 1e15, which integers carry exactly.
+
+Needs Redis >= 5: TIME followed by writes is allowed because scripts replicate their effects (the
+default since 5, the only mode since 7).
+]]
+
+local MAX_WAIT_MS = 1e15
+local ALGORITHMS = {}
+
+local function fmt(x) return string.format('%.17g', x) end
+
+-- Smallest whole x (ms) with at(x) true, capped at MAX_WAIT_MS; at must be monotone (false, then
+-- true). Brackets from the estimate, then bisects. Mirrors algorithms/wait.ts.
+local function waitMs(at, estimateMs)
+  if at(0) then return 0 end
+  local x
+  if estimateMs < MAX_WAIT_MS then x = math.ceil(estimateMs) else x = MAX_WAIT_MS end
+  if not (x >= 1) then x = 1 end
+  local lo, hi
+  local step = 1
+  if at(x) then
+    hi = x
+    lo = 0
+    while hi - step > 0 do
+      local candidate = hi - step
+      if not at(candidate) then
+        lo = candidate
+        break
+      end
+      hi = candidate
+      step = step * 2
+    end
+  else
+    lo = x
+    while true do
+      local candidate = lo + step
+      if candidate >= MAX_WAIT_MS then
+        if not at(MAX_WAIT_MS) then return MAX_WAIT_MS end
+        hi = MAX_WAIT_MS
+        break
+      end
+      if at(candidate) then
+        hi = candidate
+        break
+      end
+      lo = candidate
+      step = step * 2
+    end
+  end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if at(mid) then hi = mid else lo = mid end
+  end
+  return hi
+end
+
+-- @algorithms
+
+local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
+
+local operation = ARGV[1]
+if operation ~= 'acquire' then return fail('unknown operation ' .. tostring(operation)) end
+
+local nowMs
+if ARGV[2] and ARGV[2] ~= '' then
+  nowMs = tonumber(ARGV[2])
+  if not (nowMs and nowMs > -math.huge and nowMs < math.huge) then return fail('bad nowMs') end
+else
+  local t = redis.call('TIME') -- { seconds, microseconds }
+  nowMs = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local minTtlMs = 0
+if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
+
+local n = tonumber(ARGV[4])
+if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
+
+-- evaluate every check; nothing is written yet
+local evaluations = {}
+local allAllowed = true
+local i = 5
+for k = 1, n do
+  local algorithm = ALGORITHMS[ARGV[i]]
+  if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+  local cost = tonumber(ARGV[i + 1])
+  if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
+  local spec = algorithm.spec(ARGV, i + 2)
+  if not spec then return fail('bad limits of check ' .. k) end
+  i = i + 2 + algorithm.arity
+  local evaluation = algorithm.evaluate(spec, cost, redis.call('GET', KEYS[k]), nowMs)
+  evaluations[k] = evaluation
+  if not evaluation.allowed then allAllowed = false end
+end
+if i ~= #ARGV + 1 then return fail('unexpected arguments after the last check') end
+
+local reply = {}
+for k = 1, n do
+  if allAllowed then
+    local level, resetMs, value, ttlMs = evaluations[k].charge()
+    if ttlMs == 0 then
+      redis.call('DEL', KEYS[k])
+    elseif ttlMs >= MAX_WAIT_MS then
+      redis.call('SET', KEYS[k], value) -- matters for "at least MAX_WAIT_MS": never expire it early
+    else
+      redis.call('SET', KEYS[k], value, 'PX', string.format('%.0f', math.ceil(math.max(ttlMs, minTtlMs))))
+    end
+    reply[#reply + 1] = 1
+    reply[#reply + 1] = fmt(level)
+    reply[#reply + 1] = 0
+    reply[#reply + 1] = resetMs
+  else
+    local allowed, level, retryAfterMs, resetMs = evaluations[k].hold()
+    reply[#reply + 1] = allowed and 1 or 0
+    reply[#reply + 1] = fmt(level)
+    reply[#reply + 1] = retryAfterMs
+    reply[#reply + 1] = resetMs
+  end
+end
+return reply

@@ -1,0 +1,165 @@
+/**
+ * The sliding window, Cloudflare's approximation, in pure TypeScript with the clock passed in.
+ * `sliding-window.lua` is its line-by-line twin (same double operations in the same order; the
+ * differential test against Redis checks that they agree bit for bit). Change one, change the other.
+ *
+ * Windows are aligned to whole multiples of `windowMs` since the Unix epoch on the store's clock.
+ * `current` is the cost admitted in the window that holds `now`, `previous` in the one before, and
+ *
+ *     estimate = current + previous · (1 − elapsed / windowMs)
+ *
+ * with `elapsed` the time since the current window began. A request of cost `c` is admitted iff
+ * `estimate + c ≤ max`; then `current ← current + c`; a denied request changes nothing. With no
+ * further traffic the estimate only falls, reaching 0 at most two windows later, which is how long
+ * the state is kept.
+ *
+ * Float care:
+ * - the weight `1 − elapsed/windowMs` is clamped to [0, 1] (a floored index can put `elapsed` a hair
+ *   outside the window), which keeps the estimate non-increasing in time, window edges included;
+ * - a clock behind the stored window counts as the start of that window: time never runs backwards
+ *   for a window, and nothing it admitted is forgotten;
+ * - `retryAfterMs` and `resetMs` (until the estimate is 0) are whole ms found with the deciding
+ *   expression itself (see `waitMs`).
+ */
+import type { SlidingWindowSpec } from '../../limits.js';
+import {
+  type Algorithm,
+  assertPositive,
+  type Evaluation,
+  LimitArgumentError,
+  type Verdict,
+} from '../algorithm.js';
+import { waitMs } from '../wait.js';
+
+/** What a store keeps per window; in Redis the string `"<windowIndex> <current> <previous>"` ('%.17g'). */
+export interface WindowState {
+  /** `floor(ms / windowMs)` of the window `current` counts */
+  readonly windowIndex: number;
+  readonly current: number;
+  readonly previous: number;
+}
+
+/** The counts in force at a moment, with the time since their window began. */
+interface Counts {
+  readonly windowIndex: number;
+  readonly current: number;
+  readonly previous: number;
+  readonly elapsedMs: number;
+}
+
+type WindowLimits = Omit<SlidingWindowSpec, 'algorithm'>;
+
+/** Throws `LimitArgumentError` unless the limits and cost are finite and in range. */
+export function assertWindowArguments(limits: WindowLimits, cost: number): void {
+  assertPositive('max', limits.max);
+  assertPositive('windowMs', limits.windowMs);
+  assertPositive('cost', cost);
+}
+
+export const slidingWindow: Algorithm<SlidingWindowSpec, WindowState> = {
+  name: 'sliding-window',
+  assertArguments: assertWindowArguments,
+  luaArguments: (spec) => [String(spec.max), String(spec.windowMs)],
+  evaluate: evaluateWindow,
+};
+
+/** The estimate of `state` at `atMs` with no further traffic (0 for no state). */
+export function estimateAt(state: WindowState | undefined, windowMs: number, atMs: number): number {
+  const c = countsAt(state, windowMs, atMs);
+  return estimateOf(c, windowMs);
+}
+
+export function evaluateWindow(
+  state: unknown,
+  limits: WindowLimits,
+  cost: number,
+  nowMs: number,
+): Evaluation<WindowState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const { max, windowMs } = limits;
+  const current = isWindowState(state) ? state : undefined;
+  const c = countsAt(current, windowMs, nowMs);
+  const estimate = estimateOf(c, windowMs);
+  const allowed = estimate + cost <= max;
+  return {
+    allowed,
+    hold(): Verdict {
+      const resetMs = untilEmptyMs(current, windowMs, nowMs);
+      let retryAfterMs = 0;
+      if (!allowed) {
+        retryAfterMs = resetMs; // never admissible: cost > max
+        if (cost <= max) {
+          retryAfterMs = waitMs(
+            (x) => estimateAt(current, windowMs, nowMs + x) + cost <= max,
+            guessMs(c, windowMs, max - cost),
+          );
+        }
+      }
+      return { allowed, level: estimate, retryAfterMs, resetMs };
+    },
+    charge() {
+      if (!allowed) throw new LimitArgumentError('charge() of a request this window denies');
+      const next: WindowState = {
+        windowIndex: c.windowIndex,
+        current: c.current + cost,
+        previous: c.previous,
+      };
+      const level = estimateAt(next, windowMs, nowMs);
+      const resetMs = untilEmptyMs(next, windowMs, nowMs);
+      return { verdict: { allowed, level, retryAfterMs: 0, resetMs }, state: next, ttlMs: resetMs };
+    },
+  };
+}
+
+function countsAt(state: WindowState | undefined, windowMs: number, atMs: number): Counts {
+  let windowIndex = Math.floor(atMs / windowMs);
+  let elapsedMs = atMs - windowIndex * windowMs;
+  if (state === undefined) return { windowIndex, current: 0, previous: 0, elapsedMs };
+  if (windowIndex < state.windowIndex) {
+    windowIndex = state.windowIndex; // the clock is behind the stored window: its start
+    elapsedMs = 0;
+  }
+  if (windowIndex === state.windowIndex) {
+    return { windowIndex, current: state.current, previous: state.previous, elapsedMs };
+  }
+  if (windowIndex === state.windowIndex + 1) {
+    return { windowIndex, current: 0, previous: state.current, elapsedMs };
+  }
+  return { windowIndex, current: 0, previous: 0, elapsedMs };
+}
+
+function estimateOf(c: Counts, windowMs: number): number {
+  let elapsedMs = c.elapsedMs;
+  if (!(elapsedMs > 0)) elapsedMs = 0;
+  let weight = 1 - elapsedMs / windowMs;
+  if (!(weight > 0)) weight = 0;
+  return c.current + c.previous * weight;
+}
+
+function untilEmptyMs(state: WindowState | undefined, windowMs: number, nowMs: number): number {
+  return waitMs(
+    (x) => estimateAt(state, windowMs, nowMs + x) <= 0,
+    guessMs(countsAt(state, windowMs, nowMs), windowMs, 0),
+  );
+}
+
+/**
+ * Real-number guess of the wait until `estimate ≤ target` (only where the search starts): within the
+ * current window when `current` alone fits, else in the next one, where `current` has become `previous`.
+ */
+function guessMs(c: Counts, windowMs: number, target: number): number {
+  if (c.current <= target) {
+    return windowMs * (1 - (target - c.current) / c.previous) - c.elapsedMs;
+  }
+  return windowMs - c.elapsedMs + windowMs * (1 - target / c.current);
+}
+
+function isWindowState(state: unknown): state is WindowState {
+  return (
+    typeof state === 'object' &&
+    state !== null &&
+    typeof (state as WindowState).windowIndex === 'number' &&
+    typeof (state as WindowState).current === 'number' &&
+    typeof (state as WindowState).previous === 'number'
+  );
+}

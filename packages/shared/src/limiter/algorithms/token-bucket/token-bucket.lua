@@ -1,0 +1,102 @@
+--[[
+Token bucket (rule format v1, and "algorithm": "token-bucket"): the twin of model.ts. Same
+IEEE-754 double operations in the same order, so Redis and the in-process store give bit-identical
+answers. Change one, change the other (the differential test compares them).
+
+A snippet of acquire.lua (spliced in where it says so when the script is loaded): it registers the
+algorithm in ALGORITHMS and uses the script's helpers (waitMs, fmt).
+
+ARGV of one check, after the algorithm name and the cost (arity 4):
+  capacity   most tokens the bucket holds; > 0
+  refill     tokens gained every period, continuously; > 0
+  periodMs   refill period in milliseconds; > 0
+  maxDebt    how far below zero an admitted request may take the balance; >= 0
+
+State: the string "<balance> <updatedAtMs>", both '%.17g' (exact round trip). It matters until the
+bucket is full again, so that is its time to live: a bucket that would sit full expires and idle
+clients cost nothing. Absent, or unreadable (another algorithm's state) = a full bucket.
+]]
+ALGORITHMS['token-bucket'] = (function()
+  -- SPEC §2: admitted iff b >= min(c, 1) and b - c >= -maxDebt
+  local function admits(b, cost, maxDebt)
+    return b >= math.min(cost, 1) and b - cost >= -maxDebt
+  end
+
+  -- elapsed * refill / periodMs, never elapsed * (refill / periodMs): see model.ts
+  local function refilled(balance, updatedAtMs, s, atMs)
+    local elapsedMs = atMs - updatedAtMs
+    if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards refills nothing
+    return math.min(balance + elapsedMs * s.refill / s.periodMs, s.capacity)
+  end
+
+  local function untilFullMs(balance, updatedAtMs, s, nowMs)
+    return waitMs(
+      function(x) return refilled(balance, updatedAtMs, s, nowMs + x) >= s.capacity end,
+      (s.capacity - refilled(balance, updatedAtMs, s, nowMs)) / (s.refill / s.periodMs))
+  end
+
+  local function parseState(stored)
+    if not stored then return nil end
+    local sep = string.find(stored, ' ', 1, true)
+    if not sep then return nil end
+    local balance = tonumber(string.sub(stored, 1, sep - 1))
+    local updatedAtMs = tonumber(string.sub(stored, sep + 1))
+    if balance and updatedAtMs then return balance, updatedAtMs end
+    return nil
+  end
+
+  return {
+    arity = 4,
+
+    spec = function(argv, i)
+      local s = {
+        capacity = tonumber(argv[i]), refill = tonumber(argv[i + 1]),
+        periodMs = tonumber(argv[i + 2]), maxDebt = tonumber(argv[i + 3]),
+      }
+      if s.capacity and s.capacity > 0 and s.capacity < math.huge
+          and s.refill and s.refill > 0 and s.refill < math.huge
+          and s.periodMs and s.periodMs > 0 and s.periodMs < math.huge
+          and s.maxDebt and s.maxDebt >= 0 and s.maxDebt < math.huge then
+        return s
+      end
+      return nil
+    end,
+
+    evaluate = function(s, cost, stored, nowMs)
+      local balance, updatedAtMs = parseState(stored)
+      if not balance then
+        balance = s.capacity
+        updatedAtMs = nowMs
+      end
+      local b = refilled(balance, updatedAtMs, s, nowMs)
+      local allowed = admits(b, cost, s.maxDebt)
+      return {
+        allowed = allowed,
+
+        -- nothing charged: allowed, level, retryAfterMs, resetMs
+        hold = function()
+          local resetMs = untilFullMs(balance, updatedAtMs, s, nowMs)
+          local retryAfterMs = 0
+          if not allowed then
+            retryAfterMs = resetMs -- never admissible: cost > capacity + maxDebt, or capacity < 1 <= cost
+            if admits(s.capacity, cost, s.maxDebt) then
+              local needed = math.max(math.min(cost, 1), cost - s.maxDebt)
+              retryAfterMs = waitMs(
+                function(x) return admits(refilled(balance, updatedAtMs, s, nowMs + x), cost, s.maxDebt) end,
+                (needed - b) / (s.refill / s.periodMs))
+            end
+          end
+          return allowed, b, retryAfterMs, resetMs
+        end,
+
+        -- charged: level, resetMs, the state to store, its time to live (ms)
+        charge = function()
+          local nextBalance = b - cost
+          local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
+          local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
+          return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs), resetMs
+        end,
+      }
+    end,
+  }
+end)()

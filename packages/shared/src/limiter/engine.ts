@@ -1,0 +1,77 @@
+/**
+ * The multi-limit decision in TypeScript: the in-process store's engine and the reference the Lua
+ * script (acquire.lua) is tested against. All or nothing: every check is evaluated first; only if
+ * every one admits is every one charged; otherwise nothing is written.
+ */
+import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
+import { algorithmOf } from './algorithms/index.js';
+import { remainingOf } from './headers.js';
+import type { Decision, LimitCheck, LimitOutcome, LimitSpec } from './limits.js';
+
+/** Where the engine reads and writes the state of each key (a store's own table). */
+export interface StateTable {
+  /** the state under `key`, undefined when none (or expired) */
+  get(key: string): unknown;
+  /** keeps `state` for `ttlMs`: 0 = delete the key now; `MAX_WAIT_MS` or more = without expiry */
+  set(key: string, state: unknown, ttlMs: number): void;
+}
+
+/** Throws `LimitArgumentError` unless every check's spec and cost are in range and keys are distinct. */
+export function assertChecks(checks: readonly LimitCheck[]): void {
+  for (let i = 0; i < checks.length; i++) {
+    const check = checks[i]!;
+    const algorithm = algorithmOf(check.spec);
+    if (algorithm === undefined) {
+      throw new LimitArgumentError(`unknown algorithm ${JSON.stringify(check.spec.algorithm)}`);
+    }
+    algorithm.assertArguments(check.spec, check.cost);
+    for (let j = 0; j < i; j++) {
+      // one state per key: two checks on one key would each read it and the last write would win
+      if (checks[j]!.key === check.key) throw new LimitArgumentError(`two checks on the key ${check.key}`);
+    }
+  }
+}
+
+/** Decides `checks` at `nowMs` (the store's clock) against `table`, all or nothing. */
+export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): Decision {
+  assertChecks(checks);
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const evaluations = checks.map((check) =>
+    algorithmOf(check.spec).evaluate(table.get(check.key), check.spec, check.cost, nowMs),
+  );
+  const outcomes: LimitOutcome[] = new Array(checks.length);
+  if (evaluations.every((evaluation) => evaluation.allowed)) {
+    for (let i = 0; i < checks.length; i++) {
+      const { verdict, state, ttlMs } = evaluations[i]!.charge();
+      table.set(checks[i]!.key, state, ttlMs);
+      outcomes[i] = outcomeOf(checks[i]!.spec, verdict);
+    }
+  } else {
+    for (let i = 0; i < checks.length; i++) outcomes[i] = outcomeOf(checks[i]!.spec, evaluations[i]!.hold());
+  }
+  return decisionOf(outcomes);
+}
+
+/** An algorithm's verdict with its `remaining` (both stores derive it here, the same way). */
+export function outcomeOf(spec: LimitSpec, verdict: Verdict): LimitOutcome {
+  return {
+    allowed: verdict.allowed,
+    level: verdict.level,
+    remaining: remainingOf(spec, verdict.level),
+    retryAfterMs: verdict.retryAfterMs,
+    resetMs: verdict.resetMs,
+  };
+}
+
+/** The one decision over the outcomes: admitted iff all admit; the longest wait among the denials. */
+export function decisionOf(outcomes: readonly LimitOutcome[]): Decision {
+  let deniedIndex = -1;
+  let retryAfterMs = 0;
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i]!;
+    if (outcome.allowed) continue;
+    if (deniedIndex < 0) deniedIndex = i;
+    if (outcome.retryAfterMs > retryAfterMs) retryAfterMs = outcome.retryAfterMs;
+  }
+  return { allowed: deniedIndex < 0, limits: outcomes, deniedIndex, retryAfterMs };
+}
