@@ -1,3 +1,4 @@
+export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
 export * from './limiter/bucket.js';
