@@ -4,7 +4,7 @@
  * fixes them all in one go.
  */
 import { isIP } from 'node:net';
-import { normalizePath } from '@sluice/shared';
+import { normalizeHost, normalizePath } from '@sluice/shared';
 import cron from 'node-cron';
 
 export type StoreFailurePolicy = 'local' | 'open' | 'closed';
@@ -20,6 +20,8 @@ export interface UpstreamConfig {
   prefix: string;
   /** origin of the upstream, e.g. `http://orders:3000` */
   origin: string;
+  /** the only host (normalised) whose requests this entry takes; absent: requests for any other host */
+  host?: string;
 }
 
 export interface GatewayConfig {
@@ -52,6 +54,10 @@ export interface GatewayConfig {
   maxHeaderBytes: number;
   /** longest time a client may take to send a whole request (head and body) */
   requestTimeoutMs: number;
+  /** longest time a client may take to send a request's head (request line and headers) */
+  headersTimeoutMs: number;
+  /** how long an idle keep-alive connection stays open between two requests */
+  keepAliveTimeoutMs: number;
   /** longest time in-flight requests get to finish on SIGTERM before the process exits anyway */
   shutdownTimeoutMs: number;
   /** most (rule, client) denials remembered locally */
@@ -170,6 +176,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   const bodyLimitBytes = checked('BODY_LIMIT_BYTES', 10 * 1024 * 1024, int(0, 2 ** 40));
   const maxHeaderBytes = checked('MAX_HEADER_BYTES', 16 * 1024, int(1024, 1024 * 1024));
   const requestTimeoutMs = checked('REQUEST_TIMEOUT_MS', 120_000, int(1, 3_600_000));
+  const headersTimeoutMs = checked('HEADERS_TIMEOUT_MS', 10_000, int(1, 3_600_000));
+  if (headersTimeoutMs > requestTimeoutMs) {
+    problems.push(
+      `HEADERS_TIMEOUT_MS: ${headersTimeoutMs} must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs}): the head is part of the request`,
+    );
+  }
+  const keepAliveTimeoutMs = checked('KEEP_ALIVE_TIMEOUT_MS', 72_000, int(1, 3_600_000));
   const shutdownTimeoutMs = checked('SHUTDOWN_TIMEOUT_MS', 10_000, int(0, 3_600_000));
   const denialCacheSize = checked('DENIAL_CACHE_SIZE', 10_000, int(0, 10_000_000));
   const localStoreMaxKeys = checked('LOCAL_STORE_MAX_KEYS', 100_000, int(1, 100_000_000));
@@ -194,6 +207,8 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     bodyLimitBytes,
     maxHeaderBytes,
     requestTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs,
     shutdownTimeoutMs,
     denialCacheSize,
     localStoreMaxKeys,
@@ -215,7 +230,10 @@ function parseHttpUrl(raw: string): URL | string {
   return url;
 }
 
-/** `prefix=url,prefix=url` → upstreams sorted longest prefix first; a string is the problem. */
+/**
+ * `[host]prefix=url,…` → upstreams sorted longest prefix first (an entry naming a host before one
+ * that does not, at equal length); a string is the problem.
+ */
 export function parseUpstreams(raw: string): UpstreamConfig[] | string {
   const upstreams: UpstreamConfig[] = [];
   for (const pair of raw.split(',')) {
@@ -223,8 +241,18 @@ export function parseUpstreams(raw: string): UpstreamConfig[] | string {
     if (item === '') continue;
     const eq = item.indexOf('=');
     if (eq <= 0) return `"${item}" is not a prefix=url pair`;
-    const prefix = item.slice(0, eq).trim();
+    const entry = item.slice(0, eq).trim();
     const target = item.slice(eq + 1).trim();
+    const slash = entry.indexOf('/');
+    let host: string | undefined;
+    if (slash > 0) {
+      const normal = normalizeHost(entry.slice(0, slash));
+      if (!normal.ok || normal.host === '') {
+        return `host "${entry.slice(0, slash)}" of "${entry}" must be a host name like api.example.com`;
+      }
+      host = normal.host;
+    }
+    const prefix = slash > 0 ? entry.slice(slash) : entry;
     const normal = normalizePath(prefix);
     if (!PREFIX_RE.test(prefix) || !normal.ok || normal.path !== prefix || prefix.endsWith('/.')) {
       return `prefix "${prefix}" must be a normalised path like /orders (no trailing slash, no ":", "*", "%", "?" or dot segments)`;
@@ -235,11 +263,17 @@ export function parseUpstreams(raw: string): UpstreamConfig[] | string {
     if (url.pathname !== '/') {
       return `upstream of ${prefix}: "${target}" must be an origin like http://host:3000 (no path: the request path is forwarded as is)`;
     }
-    if (upstreams.some((u) => u.prefix === prefix)) return `prefix "${prefix}" appears twice`;
-    upstreams.push({ prefix, origin: url.origin });
+    if (upstreams.some((u) => u.prefix === prefix && u.host === host))
+      return `prefix "${entry}" appears twice`;
+    upstreams.push(
+      host === undefined ? { prefix, origin: url.origin } : { prefix, origin: url.origin, host },
+    );
   }
   if (upstreams.length === 0) return 'no prefix=url pair';
-  upstreams.sort((a, b) => b.prefix.length - a.prefix.length);
+  upstreams.sort(
+    (a, b) =>
+      b.prefix.length - a.prefix.length || Number(b.host !== undefined) - Number(a.host !== undefined),
+  );
   return upstreams;
 }
 

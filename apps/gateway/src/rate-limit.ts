@@ -21,7 +21,7 @@ import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey, socketIpKey } from './
 import type { DenialCache } from './denial-cache.js';
 import { errorBody } from './errors.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
-import { markLimited, targetOf } from './proxy.js';
+import { hostOf, markLimited, targetOf } from './proxy.js';
 import type { RuleSetSnapshot } from './rules-cache.js';
 import { type GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-policy.js';
 
@@ -55,6 +55,8 @@ export interface RateLimiterOptions {
   /** true when TRUST_PROXY lets forwarding headers name the client (then `request.ip` is used) */
   trustProxy: boolean;
   bodyLimitBytes: number;
+  /** monotonic clock in ms for decision timing (default `performance.now`) */
+  now?: () => number;
 }
 
 export class RateLimiter {
@@ -63,6 +65,7 @@ export class RateLimiter {
   readonly #metrics: GatewayMetrics;
   readonly #trustProxy: boolean;
   readonly #bodyLimitBytes: number;
+  readonly #now: () => number;
   readonly #unlimited: RequestCounterCell;
   readonly #cachedDenials: Counter;
   #rules: CompiledRuleSet | undefined;
@@ -76,6 +79,7 @@ export class RateLimiter {
     this.#metrics = options.metrics;
     this.#trustProxy = options.trustProxy;
     this.#bodyLimitBytes = options.bodyLimitBytes;
+    this.#now = options.now ?? (() => performance.now());
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
   }
@@ -123,7 +127,8 @@ export class RateLimiter {
         .send(errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet'));
       return;
     }
-    const compiled = rules.match({ method: raw.method ?? '', host: raw.headers.host, path: target.path });
+    // the host routing used (normalised once in rewriteTarget), never the raw header
+    const compiled = rules.match({ method: raw.method ?? '', host: hostOf(raw), path: target.path });
     if (compiled === undefined) {
       this.#unlimited.inc();
       proceed(raw, reply, done);
@@ -138,7 +143,7 @@ export class RateLimiter {
     const key = bucketKey('', rule.id, clientKey);
     markLimited(raw);
 
-    const sentAtMs = performance.now();
+    const sentAtMs = this.#now();
     const cached = this.#denials.lookup(key, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
