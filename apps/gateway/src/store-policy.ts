@@ -53,9 +53,6 @@ export interface GuardedStoreOptions {
   now?: () => number;
 }
 
-/** What a decision came from, for the latency histogram and for tests. */
-export type DecisionSource = 'store' | 'fallback';
-
 export class GuardedStore {
   readonly #primary: Store;
   readonly #policy: StoreFailurePolicy;
