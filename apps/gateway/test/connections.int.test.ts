@@ -161,10 +161,11 @@ describe('closing', () => {
   it('answers a request arriving while the gateway closes with SLUICE_SHUTTING_DOWN, after finishing the one in flight', async () => {
     const closing = await startGateway(gatewayEnv('connections-closing'));
     const conn = await open(closing.port);
-    conn.socket.write('GET /slow/inflight?ms=600 HTTP/1.1\r\nHost: t\r\n\r\n');
-    await sleep(100);
+    conn.socket.write('GET /slow/inflight?ms=1200 HTTP/1.1\r\nHost: t\r\n\r\n');
+    // the request is in flight (the upstream holds it for 1.2 s) before the gateway starts closing
+    await sleep(300);
     const closed = closing.close();
-    await sleep(100);
+    await sleep(200);
     conn.socket.write('GET /after-close HTTP/1.1\r\nHost: t\r\n\r\n');
     await closed;
     await waitFor(async () => conn.closed(), 5_000, 'the connection to close');
