@@ -7,12 +7,8 @@
 // stream per response), and it reports how late it sent (`sendLagP99Ms`) and the rate it achieved:
 // a run that lagged by more than a few ms, or whose rate missed the target, measured the client and
 // says so in `clientBound`.
-import { createRequire } from 'node:module';
 import { build } from 'hdr-histogram-js';
-
-// undici is a dependency of the gateway; the bench borrows it rather than pin a second copy.
-const requireFromGateway = createRequire(new URL('../../apps/gateway/package.json', import.meta.url));
-const { Pool } = requireFromGateway('undici') as typeof import('undici');
+import { Pool } from 'undici';
 
 export interface OpenLoopOptions {
   /** sockets opened up front; more than the server can ever have busy at once (default 32) */

@@ -9,8 +9,7 @@
  *   await gateway.close();                                // in-flight requests finish first
  */
 
-import { STATUS_CODES } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { MemoryStore, type Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
@@ -21,9 +20,9 @@ import Fastify, {
 } from 'fastify';
 import { fastifyTrustProxy, type GatewayConfig } from './config.js';
 import { DenialCache } from './denial-cache.js';
-import { errorBody } from './errors.js';
+import { clientErrorResponse, errorBody } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
-import { registerProxies, rewriteTarget } from './proxy.js';
+import { admitRequest, registerProxies, rewriteTarget } from './proxy.js';
 import { RateLimiter } from './rate-limit.js';
 import { RulesCache } from './rules-cache.js';
 import { GuardedStore } from './store-policy.js';
@@ -40,6 +39,17 @@ export interface GatewayDeps {
   storeCoolDownMs?: number;
   /** collect Node process metrics (default true) */
   defaultMetrics?: boolean;
+  /** monotonic clock in ms for the breaker and decision timing (default `performance.now`) */
+  now?: () => number;
+}
+
+/**
+ * How often Node looks for requests past HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS. Node's default is
+ * 30 s, which would let a slow client hold its connection up to 30 s past its timeout; a quarter of
+ * the head timeout (at most 1 s) enforces the timeouts within a fraction of themselves.
+ */
+export function connectionsCheckingIntervalMs(headersTimeoutMs: number): number {
+  return Math.max(10, Math.min(1_000, Math.floor(headersTimeoutMs / 4)));
 }
 
 export interface Gateway {
@@ -67,8 +77,22 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     rewriteUrl: rewriteTarget,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
-    http: { maxHeaderSize: config.maxHeaderBytes },
-    return503OnClosing: true,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: {
+      maxHeaderSize: config.maxHeaderBytes,
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: connectionsCheckingIntervalMs(config.headersTimeoutMs),
+      // rewriteTarget refuses an HTTP/1.1 request without Host itself, with a code like every other answer
+      requireHostHeader: false,
+    },
+    // admitRequest answers requests that arrive while closing with SLUICE_SHUTTING_DOWN
+    return503OnClosing: false,
+    clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
+      if (error.code === 'ECONNRESET' || socket.destroyed) return;
+      if (socket.writable) socket.end(clientErrorResponse(error));
+      socket.destroySoon();
+    },
   });
   const log = proxy.log;
   // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
@@ -94,6 +118,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
     log,
     coolDownMs: deps.storeCoolDownMs,
+    now: deps.now,
   });
   const denials = new DenialCache(config.denialCacheSize);
   metrics.denialCacheSize = () => denials.size;
@@ -103,6 +128,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
     trustProxy: config.trustProxy !== false,
     bodyLimitBytes: config.bodyLimitBytes,
+    now: deps.now,
   });
   const rules = new RulesCache({
     rulesApiUrl: config.rulesApiUrl,
@@ -114,6 +140,16 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     onChange: (snapshot) => limiter.setRuleSet(snapshot),
   });
 
+  let closing = false;
+  proxy.addHook(
+    'onRequest',
+    admitRequest({
+      upstreams: config.upstreams,
+      metrics,
+      trustProxy: config.trustProxy !== false,
+      isClosing: () => closing,
+    }),
+  );
   proxy.addHook('onRequest', limiter.onRequest);
   proxy.setErrorHandler((error: FastifyError, request, reply) => {
     const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
@@ -122,12 +158,9 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
       return;
     }
-    reply.code(statusCode).send({
-      statusCode,
-      error: STATUS_CODES[statusCode] ?? 'Error',
-      message: error.message,
-      code: error.code ?? 'SLUICE_BAD_REQUEST',
-    });
+    // Fastify's own 4xx (a Content-Length it cannot read, a body over the limit): one of our codes
+    const code = statusCode === 413 ? 'SLUICE_BODY_TOO_LARGE' : 'SLUICE_BAD_REQUEST';
+    reply.code(statusCode === 413 ? 413 : 400).send(errorBody(code, error.message));
   });
   const proxyRoutes = registerProxies(proxy, {
     upstreams: config.upstreams,
@@ -136,7 +169,6 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
   });
 
-  let closing = false;
   admin.get('/healthz', async () => ({ status: 'ok' }));
   admin.get('/readyz', async (_request, reply) => {
     const current = rules.current;

@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { boundedKey, headerClientKey, ipClientKey, MAX_CLIENT_KEY_BYTES, parseIPv6 } from './client-key.js';
+import {
+  boundedKey,
+  forwardedClientIp,
+  headerClientKey,
+  ipClientKey,
+  MAX_CLIENT_KEY_BYTES,
+  parseIPv6,
+} from './client-key.js';
 
 describe('ipClientKey', () => {
   it('keeps IPv4 as is and maps IPv4-mapped IPv6 to IPv4', () => {
@@ -41,6 +48,37 @@ describe('ipClientKey', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('forwarded client addresses', () => {
+  it('drops the port a proxy may append, so one client has one key', () => {
+    expect(forwardedClientIp('5.5.5.5:1234')).toBe('5.5.5.5');
+    expect(forwardedClientIp('[2001:db8::1]:443')).toBe('2001:db8::1');
+    expect(forwardedClientIp('[2001:db8::1]')).toBe('2001:db8::1');
+    expect(forwardedClientIp('2001:db8::1')).toBe('2001:db8::1');
+    expect(ipClientKey('5.5.5.5:1234')).toBe(ipClientKey('5.5.5.5'));
+    expect(ipClientKey('[2001:db8:1:2::1]:443')).toBe(ipClientKey('2001:db8:1:2::7'));
+  });
+
+  it('refuses what is not an IP address in canonical form', () => {
+    for (const value of [
+      '005.005.005.005',
+      '05.5.5.5',
+      '5.5.5',
+      '0x5.5.5.5',
+      '5.5.5.5:',
+      '5.5.5.5:http',
+      '5.5.5.5:123456',
+      '[5.5.5.5]:80',
+      '[2001:db8::1]x',
+      '2001:db8::1:80:',
+      'unknown',
+      '',
+      undefined,
+    ]) {
+      expect(forwardedClientIp(value), String(value)).toBeUndefined();
+    }
   });
 });
 

@@ -6,7 +6,7 @@
  * an ip rule. Keys longer than 256 bytes are replaced by `sha256:<base64url digest>`.
  */
 import { createHash } from 'node:crypto';
-import type { Socket } from 'node:net';
+import { isIPv4, isIPv6, type Socket } from 'node:net';
 
 /** Longest client key kept verbatim, in bytes (SPEC §4). */
 export const MAX_CLIENT_KEY_BYTES = 256;
@@ -23,12 +23,41 @@ export function boundedKey(key: string): string {
   return `sha256:${createHash('sha256').update(key).digest('base64url')}`;
 }
 
-/** `ip:<address>`: IPv4 as is, IPv4-mapped IPv6 as IPv4, other IPv6 as its /64 prefix. */
+/**
+ * The client address a trusted proxy forwarded, as one canonical IP address: a port is dropped
+ * (`203.0.113.7:1234`, `[2001:db8::1]:443`: some proxies write it), anything else must be an IP
+ * address as Node reads it. Undefined when it is not one: `005.005.005.005` (octal to some parsers,
+ * decimal to others), `203.0.113` or `unknown` name no client, and the gateway answers 400
+ * (SLUICE_BAD_FORWARDED_FOR) rather than guess.
+ */
+export function forwardedClientIp(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (isIPv4(value) || isIPv6(value)) return value;
+  if (value.charCodeAt(0) === 91 /* [ */) {
+    const close = value.indexOf(']');
+    const rest = value.slice(close + 1);
+    if (close === -1 || (rest !== '' && !/^:\d{1,5}$/.test(rest))) return undefined;
+    const inner = value.slice(1, close);
+    return isIPv6(inner) ? inner : undefined;
+  }
+  const colon = value.lastIndexOf(':');
+  if (colon === -1 || !/^\d{1,5}$/.test(value.slice(colon + 1))) return undefined;
+  const address = value.slice(0, colon);
+  return isIPv4(address) ? address : undefined;
+}
+
+/** `ip:<address>`: IPv4 as is, IPv4-mapped IPv6 as IPv4, other IPv6 as its /64 prefix; a port is dropped. */
 export function ipClientKey(address: string | undefined): string {
   if (address === undefined || address === '') return 'ip:unknown';
   if (address.indexOf(':') === -1) return boundedKey(`ip:${address}`);
   const groups = parseIPv6(address);
-  if (groups === undefined) return boundedKey(`ip:${address}`);
+  if (groups === undefined) {
+    // `a.b.c.d:port` or `[v6]:port` from a forwarding header: the same client as without the port
+    const withoutPort = forwardedClientIp(address);
+    return withoutPort !== undefined && withoutPort !== address
+      ? ipClientKey(withoutPort)
+      : boundedKey(`ip:${address}`);
+  }
   if (
     groups[0] === 0 &&
     groups[1] === 0 &&

@@ -14,9 +14,9 @@ import {
   envUrl,
   got,
   LOG_LEVEL_VAR,
+  normalizeHost,
   normalizePath,
   type Parsed,
-  RULE_HOST_PATTERN,
   readEnv,
 } from '@sluice/shared';
 import cron from 'node-cron';
@@ -88,7 +88,6 @@ export interface GatewayConfig {
 const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 /** Characters a prefix segment may use: unreserved and sub-delims, minus `:` and `*` (router syntax). */
 const PREFIX_RE = /^(\/|(\/[A-Za-z0-9._~!$&'()+,;=@-]+)+)$/;
-const HOST_RE = new RegExp(RULE_HOST_PATTERN);
 /** Characters a Redis key prefix may use; braces are refused separately, with the reason. */
 const KEY_PREFIX_RE = /^[A-Za-z0-9:._/-]{1,64}$/;
 
@@ -223,7 +222,7 @@ export const GATEWAY_ENV = {
   REQUEST_TIMEOUT_MS: envInteger({
     description:
       'longest a client may take to send a whole request, head and body (then 408 and the connection closes)',
-    default: 60_000,
+    default: 120_000,
     min: 1,
     max: 3_600_000,
   }),
@@ -235,7 +234,7 @@ export const GATEWAY_ENV = {
   }),
   KEEP_ALIVE_TIMEOUT_MS: envInteger({
     description: 'how long an idle keep-alive connection stays open waiting for the next request',
-    default: 5_000,
+    default: 72_000,
     min: 1,
     max: 600_000,
   }),
@@ -413,34 +412,17 @@ export function parseUpstreams(raw: string): UpstreamConfig[] | string {
 }
 
 /**
- * The host part of an UPSTREAMS entry, normalised the way request hosts are: lower case, port and
- * one trailing dot removed. A host name (letters, digits, inner hyphens) or a bracketed IPv6 address.
+ * The host part of an UPSTREAMS entry, normalised by the same `normalizeHost` that reads request hosts
+ * (lower case, port and one trailing dot removed), so an entry and the requests for it always agree.
  */
 export function parseUpstreamHost(raw: string): Parsed<string> {
-  const mustBe = `host must be a host name like api.example.com or a bracketed IPv6 address like [::1], optionally with a port ${got(raw)}`;
-  let host = raw.toLowerCase();
-  let port: string | undefined;
-  if (host.startsWith('[')) {
-    const close = host.indexOf(']');
-    if (close === -1) return { problem: mustBe };
-    const rest = host.slice(close + 1);
-    if (rest !== '') {
-      if (!rest.startsWith(':')) return { problem: mustBe };
-      port = rest.slice(1);
-    }
-    host = host.slice(0, close + 1);
-    if (isIP(host.slice(1, -1)) !== 6) return { problem: mustBe };
-  } else {
-    const colon = host.indexOf(':');
-    if (colon !== -1) {
-      port = host.slice(colon + 1);
-      host = host.slice(0, colon);
-    }
-    if (host.endsWith('.')) host = host.slice(0, -1);
-    if (host.length > 253 || !HOST_RE.test(host)) return { problem: mustBe };
+  const normalized = normalizeHost(raw);
+  if (!normalized.ok || normalized.host === '') {
+    return {
+      problem: `host must be a host name like api.example.com, a dotted-quad IPv4 address or a bracketed IPv6 address like [::1], optionally with a port ${got(raw)}`,
+    };
   }
-  if (port !== undefined && (!/^[0-9]{1,5}$/.test(port) || Number(port) > 65535)) return { problem: mustBe };
-  return { value: host };
+  return { value: normalized.host };
 }
 
 function parseTrustProxy(raw: string): Parsed<TrustProxySetting> {

@@ -1,13 +1,29 @@
 /**
  * Every error the gateway itself answers with, in one table: the code a client or a log line can
  * grep for, the HTTP status, and the `error` phrase. Bodies follow the rules API's shape
- * `{ statusCode, error, message }` plus `code`.
+ * `{ statusCode, error, message }` plus `code`, and are built only by `errorBody` (or, for answers
+ * written on the bare socket, `rawErrorResponse`). errors.test.ts checks that every `SLUICE_…`
+ * code in the gateway's sources is in this table and that every row is emitted somewhere.
+ *
+ * The one answer outside the table is the 429 of a denied request: its body is fixed by the product
+ * contract (`statusCode`, `error`, `message`, `rule`, `retryAfter`) and built in rate-limit.ts.
  */
 import { STATUS_CODES } from 'node:http';
+import { errorBody as sharedErrorBody } from '@sluice/shared';
 
 export const GATEWAY_ERRORS = {
-  /** the request-target cannot be normalised safely (SPEC §4); `message` names the reason */
+  /** the request-target cannot be normalised safely; `reason` names why (PATH_…) */
   SLUICE_BAD_PATH: 400,
+  /** no Host on HTTP/1.1, two Host headers, userinfo, or not a host name; `reason` names why (HOST_…) */
+  SLUICE_BAD_HOST: 400,
+  /** TRUST_PROXY is set and the forwarded client address is not an IP address in canonical form */
+  SLUICE_BAD_FORWARDED_FOR: 400,
+  /** the request is not valid HTTP, or its framing is (Node's parser or Fastify refused it) */
+  SLUICE_BAD_REQUEST: 400,
+  /** the client did not send its request head within HEADERS_TIMEOUT_MS, or the whole request within REQUEST_TIMEOUT_MS */
+  SLUICE_REQUEST_TIMEOUT: 408,
+  /** the request head is larger than MAX_HEADER_BYTES */
+  SLUICE_HEADERS_TOO_LARGE: 431,
   /** the request body is larger than BODY_LIMIT_BYTES */
   SLUICE_BODY_TOO_LARGE: 413,
   /** no UPSTREAMS prefix takes the path */
@@ -22,7 +38,7 @@ export const GATEWAY_ERRORS = {
   SLUICE_UPSTREAM_UNREACHABLE: 502,
   /** the upstream sent no response headers within UPSTREAM_TIMEOUT_MS */
   SLUICE_UPSTREAM_TIMEOUT: 504,
-  /** the gateway is shutting down */
+  /** the gateway is shutting down: in-flight requests finish, new ones are refused with `Connection: close` */
   SLUICE_SHUTTING_DOWN: 503,
   /** anything else: a bug, logged with its stack */
   SLUICE_INTERNAL: 500,
@@ -35,11 +51,42 @@ export interface ErrorBody {
   error: string;
   message: string;
   code: GatewayErrorCode;
+  /** why, more precisely (SLUICE_BAD_PATH, SLUICE_BAD_HOST) */
+  reason?: string;
 }
 
-export function errorBody(code: GatewayErrorCode, message: string): ErrorBody {
-  const statusCode = GATEWAY_ERRORS[code];
-  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code };
+/** Extra fields some errors carry. */
+export type ErrorDetails = Pick<ErrorBody, 'reason'>;
+
+/** The body of one row of the table, built the same way as the rules API's (shared `errorBody`). */
+export function errorBody(code: GatewayErrorCode, message: string, details?: ErrorDetails): ErrorBody {
+  const body = sharedErrorBody(GATEWAY_ERRORS[code], code, message) as ErrorBody;
+  return details === undefined ? body : { ...body, ...details };
+}
+
+/**
+ * A whole HTTP/1.1 error response, for the answers Node asks for on the bare socket (a request it
+ * could not parse, or that timed out) where there is no request or reply object. Closes the connection.
+ */
+export function rawErrorResponse(code: GatewayErrorCode, message: string): string {
+  const body = JSON.stringify(errorBody(code, message));
+  const status = GATEWAY_ERRORS[code];
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}
+
+/** The error answer for a socket-level client error Node reports (`clientError`). */
+export function clientErrorResponse(error: { code?: string }): string {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return rawErrorResponse('SLUICE_REQUEST_TIMEOUT', 'the request was not received in time');
+    case 'HPE_HEADER_OVERFLOW':
+      return rawErrorResponse('SLUICE_HEADERS_TOO_LARGE', 'the request head is too large');
+    default:
+      return rawErrorResponse('SLUICE_BAD_REQUEST', 'the request is not valid HTTP/1.1');
+  }
 }
 
 /** An error thrown inside the gateway that maps to one row of the table. */

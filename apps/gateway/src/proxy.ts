@@ -1,44 +1,125 @@
 /**
- * Forwarding (SPEC §4 "Admitted"): one @fastify/http-proxy per UPSTREAMS prefix, routed and
- * forwarded on the NORMALISED path.
+ * Forwarding (SPEC §4 "Admitted"): one @fastify/http-proxy per UPSTREAMS entry, routed and
+ * forwarded on the NORMALISED path and host.
  *
  * Fastify routes on `req.url` before any hook runs, so normalising in a hook would be too late:
  * `/orders/../admin` would already be routed to the `/orders` upstream. `rewriteTarget` runs as
- * Fastify's `rewriteUrl`, before routing: it normalises the request-target once, stashes the result
- * on the raw request, and hands the router `<normalised path>?<original query>`. An unsafe target
- * is routed to a fixed internal URL and answered 400 by the first onRequest hook, never proxied.
+ * Fastify's `rewriteUrl`, before routing: it normalises the request-target and the Host once,
+ * stashes both on the raw request, and hands the router `<normalised path>?<original query>`. The
+ * router's host constraint and the rule matcher read the stashed host, never the raw header, so
+ * routing and matching cannot disagree about either. An unsafe target or host is routed to a fixed
+ * internal URL and answered 400 by the first onRequest hook (`admitRequest`), never proxied.
  *
  * Prefixes match whole segments: the router gives `/orders` the routes `/orders`, `/orders/` and
- * `/orders/*`, never `/ordersx`; `/` takes the rest. The prefix is kept in the forwarded path.
+ * `/orders/*`, never `/ordersx`; `/` takes the rest. The prefix is kept in the forwarded path. An
+ * entry naming a host takes only requests for that host; the longest prefix still wins, and at equal
+ * prefixes the entry naming the host wins over the one that does not.
  */
 import type { IncomingMessage } from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import { type NormalizedTarget, normalizePath } from '@sluice/shared';
-import type { FastifyInstance } from 'fastify';
+import { type NormalizedHost, type NormalizedTarget, normalizeHost, normalizePath } from '@sluice/shared';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { forwardedClientIp } from './client-key.js';
 import type { UpstreamConfig } from './config.js';
-import { errorBody, GatewayError } from './errors.js';
+import {
+  type ErrorDetails,
+  errorBody,
+  GATEWAY_ERRORS,
+  GatewayError,
+  type GatewayErrorCode,
+} from './errors.js';
 import type { GatewayMetrics } from './metrics.js';
 
+/** The request's Host as the gateway reads it: normalised, or why it is refused. */
+export type RequestHost =
+  | NormalizedHost
+  | { ok: false; code: 'HOST_DUPLICATE' | 'HOST_MISSING'; message: string };
+
 const kTarget = Symbol('sluice.target');
+const kHost = Symbol('sluice.host');
 const kLimited = Symbol('sluice.limited');
-type GatewayRawRequest = IncomingMessage & { [kTarget]?: NormalizedTarget; [kLimited]?: boolean };
+type GatewayRawRequest = IncomingMessage & {
+  [kTarget]?: NormalizedTarget;
+  [kHost]?: RequestHost;
+  [kLimited]?: boolean;
+};
 
 /** Where an unsafe request-target is routed; the onRequest hook answers it 400 before any handler. */
 const UNSAFE_TARGET_URL = '/';
 
-/** Fastify `rewriteUrl`: normalise once, route and forward on the result. */
+const DUPLICATE_HOST: RequestHost = Object.freeze({
+  ok: false,
+  code: 'HOST_DUPLICATE',
+  message: 'a request must carry exactly one Host header (RFC 9112 §3.2)',
+});
+
+const MISSING_HOST: RequestHost = Object.freeze({
+  ok: false,
+  code: 'HOST_MISSING',
+  message: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
+});
+
+/** Fastify `rewriteUrl`: normalise the target and the host once, route and forward on the result. */
 export function rewriteTarget(req: IncomingMessage): string {
   const target = normalizePath(req.url ?? '');
+  const host = requestHost(req);
   (req as GatewayRawRequest)[kTarget] = target;
-  if (!target.ok) return UNSAFE_TARGET_URL;
+  (req as GatewayRawRequest)[kHost] = host;
+  if (!target.ok || !host.ok) return UNSAFE_TARGET_URL;
   return target.query === '' ? target.path : `${target.path}?${target.query}`;
+}
+
+/**
+ * Node keeps the first of several Host headers in `req.headers` and drops the rest, so only the raw
+ * header list shows a second one: an upstream or a cache in front of us might read the other.
+ */
+function requestHost(req: IncomingMessage): RequestHost {
+  const raw = req.rawHeaders;
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) return DUPLICATE_HOST;
+  }
+  // HTTP/1.0 may omit Host (it then names no host); Node's own check is off so that this answer,
+  // like every other, carries a code (see app.ts)
+  if (seen === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) return MISSING_HOST;
+  return normalizeHost(req.headers.host);
 }
 
 /** The normalised target `rewriteTarget` stashed on the request. */
 export function targetOf(req: IncomingMessage): NormalizedTarget | undefined {
   return (req as GatewayRawRequest)[kTarget];
 }
+
+/**
+ * The normalised host `rewriteTarget` stashed on the request (lower case, no port, no trailing dot),
+ * or undefined when the request names none: what routing used, and what the rule matcher must use.
+ */
+export function hostOf(req: IncomingMessage): string | undefined {
+  const host = (req as GatewayRawRequest)[kHost];
+  return host?.ok && host.host !== '' ? host.host : undefined;
+}
+
+/** The router's host constraint: an entry naming a host is registered under it (see module comment). */
+const HOST_CONSTRAINT = 'sluiceHost';
+type ConstraintStrategy = Parameters<FastifyInstance['addConstraintStrategy']>[0];
+type RouteHandler = NonNullable<ReturnType<ReturnType<ConstraintStrategy['storage']>['get']>>;
+const hostConstraintStrategy: ConstraintStrategy = {
+  name: HOST_CONSTRAINT,
+  // a request for a host no entry names falls back to the entries that name none
+  mustMatchWhenDerived: false,
+  storage() {
+    const hosts = new Map<string, RouteHandler>();
+    return {
+      get: (host: string) => hosts.get(host) ?? null,
+      set: (host: string, handler: RouteHandler) => {
+        hosts.set(host, handler);
+      },
+    };
+  },
+  deriveConstraint: (req: IncomingMessage) => hostOf(req) ?? '',
+};
 
 /** Marks a request a rule applied to, so the upstream's own RateLimit headers cannot override ours. */
 export function markLimited(req: IncomingMessage): void {
@@ -180,6 +261,18 @@ export interface ProxyOptions {
 /** Every method a proxied route accepts. */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 
+/** How an UPSTREAMS entry is named in metrics and messages: `/orders`, `api.example.com/orders`. */
+export function upstreamName(upstream: UpstreamConfig): string {
+  return upstream.host === undefined ? upstream.prefix : `${upstream.host}${upstream.prefix}`;
+}
+
+/** Whether an entry takes a request for `host` (undefined: none) and normalised `path`. */
+function takes(upstream: UpstreamConfig, host: string | undefined, path: string): boolean {
+  if (upstream.host !== undefined && upstream.host !== host) return false;
+  const prefix = upstream.prefix;
+  return prefix === '/' || path === prefix || path.startsWith(`${prefix}/`);
+}
+
 /**
  * Registers the body pass-through, one proxy per upstream, and the 404 for paths no prefix takes.
  * Call after the onRequest hooks are added, so every route inherits them.
@@ -201,11 +294,14 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
     done(null, payload.pipe(limited));
   });
 
+  if (options.upstreams.some((u) => u.host !== undefined)) app.addConstraintStrategy(hostConstraintStrategy);
+
   for (const upstream of options.upstreams) {
+    const name = upstreamName(upstream);
     const upstreamErrors = {
-      unreachable: metrics.upstreamErrors.labels(upstream.prefix, 'unreachable'),
-      timeout: metrics.upstreamErrors.labels(upstream.prefix, 'timeout'),
-      error: metrics.upstreamErrors.labels(upstream.prefix, 'error'),
+      unreachable: metrics.upstreamErrors.labels(name, 'unreachable'),
+      timeout: metrics.upstreamErrors.labels(name, 'timeout'),
+      error: metrics.upstreamErrors.labels(name, 'error'),
     };
     const onError: NonNullable<ReplyHooks['onError']> = (reply, { error }) => {
       const status = findStatus(error);
@@ -224,20 +320,20 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
           .send(
             errorBody(
               'SLUICE_UPSTREAM_TIMEOUT',
-              `upstream ${upstream.prefix} did not answer within ${upstreamTimeoutMs} ms`,
+              `upstream ${name} did not answer within ${upstreamTimeoutMs} ms`,
             ),
           );
         return;
       }
       const unreachable = codes.some((c) => UNREACHABLE_CODES.has(c));
       (unreachable ? upstreamErrors.unreachable : upstreamErrors.error).inc();
-      reply.log.warn({ err: error, upstream: upstream.prefix }, 'upstream request failed');
+      reply.log.warn({ err: error, upstream: name }, 'upstream request failed');
       reply
         .code(502)
         .send(
           errorBody(
             'SLUICE_UPSTREAM_UNREACHABLE',
-            unreachable ? `upstream ${upstream.prefix} is unreachable` : `upstream ${upstream.prefix} failed`,
+            unreachable ? `upstream ${name} is unreachable` : `upstream ${name} failed`,
           ),
         );
     };
@@ -248,6 +344,7 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
       // keep the prefix in the forwarded path
       rewritePrefix: upstream.prefix === '/' ? '' : upstream.prefix,
       httpMethods: PROXY_METHODS,
+      ...(upstream.host === undefined ? {} : { constraints: { [HOST_CONSTRAINT]: upstream.host } }),
       // our content-type parser above streams every body
       proxyPayloads: false,
       disableRequestLogging: true,
@@ -269,19 +366,137 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
     await app.register(httpProxy, proxyOptions);
   }
 
-  app.setNotFoundHandler((request, reply) => {
-    const target = targetOf(request.raw);
-    const path = target?.ok ? target.path : request.url;
-    const routed = options.upstreams.some(
-      (u) => u.prefix === '/' || path === u.prefix || path.startsWith(`${u.prefix}/`),
-    );
-    if (routed) {
-      metrics.badRequests.labels('SLUICE_METHOD_NOT_ALLOWED').inc();
-      reply.header('allow', PROXY_METHODS.join(', '));
-      reply.code(405).send(errorBody('SLUICE_METHOD_NOT_ALLOWED', `method ${request.method} is not proxied`));
+  // `admitRequest` answers every unrouted request before this runs; kept so nothing reaches Fastify's own 404
+  app.setNotFoundHandler((request, reply) => refuseUnrouted(request, reply, options.upstreams, metrics));
+}
+
+/** 405 when an entry takes the path (only the method has no route), else 404. */
+function refuseUnrouted(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  upstreams: readonly UpstreamConfig[],
+  metrics: GatewayMetrics,
+): void {
+  const target = targetOf(request.raw);
+  const path = target?.ok ? target.path : request.url;
+  const host = hostOf(request.raw);
+  if (upstreams.some((u) => takes(u, host, path))) {
+    metrics.badRequests.labels('SLUICE_METHOD_NOT_ALLOWED').inc();
+    reply.header('allow', PROXY_METHODS.join(', '));
+    refuse(reply, 'SLUICE_METHOD_NOT_ALLOWED', `method ${request.method} is not proxied`);
+    return;
+  }
+  metrics.badRequests.labels('SLUICE_NO_UPSTREAM').inc();
+  refuse(reply, 'SLUICE_NO_UPSTREAM', `no upstream serves ${host === undefined ? path : `${host}${path}`}`);
+}
+
+/** Answers a refused request; one that may still be sending a body gets its connection closed. */
+function refuse(reply: FastifyReply, code: GatewayErrorCode, message: string, details?: ErrorDetails): void {
+  closeIfBodyPending(reply.request.raw, reply);
+  reply.code(GATEWAY_ERRORS[code]).send(errorBody(code, message, details));
+}
+
+/**
+ * A refused request may still be sending its body. It is never read: the connection is closed after
+ * the answer instead of being kept alive behind a body nobody wants.
+ */
+export function closeIfBodyPending(raw: IncomingMessage, reply: FastifyReply): void {
+  if (raw.complete) return;
+  const headers = raw.headers;
+  if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') {
+    reply.header('connection', 'close');
+  }
+}
+
+export interface AdmissionOptions {
+  upstreams: readonly UpstreamConfig[];
+  metrics: GatewayMetrics;
+  /** true when TRUST_PROXY lets forwarding headers name the client */
+  trustProxy: boolean;
+  /** true once the gateway is shutting down */
+  isClosing: () => boolean;
+}
+
+/**
+ * The first onRequest hook: everything the gateway refuses without a decision, so a request that
+ * will not be proxied never costs a token. In order: shutting down (503), an unsafe target or host
+ * (400), no route (404, or 405 for a method no route takes), a forwarding header naming no client
+ * (400). Then it holds a pipelined request until the responses before it on its connection are
+ * done: if one of them closes the connection, Node never answers this request, so it must not
+ * reach an upstream (or be charged) either.
+ */
+export function admitRequest(options: AdmissionOptions) {
+  const { upstreams, metrics, trustProxy, isClosing } = options;
+  return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const raw = request.raw as GatewayRawRequest;
+    if (isClosing()) {
+      metrics.badRequests.labels('SLUICE_SHUTTING_DOWN').inc();
+      reply.header('connection', 'close');
+      refuse(reply, 'SLUICE_SHUTTING_DOWN', 'the gateway is shutting down; retry on another instance');
       return;
     }
-    metrics.badRequests.labels('SLUICE_NO_UPSTREAM').inc();
-    reply.code(404).send(errorBody('SLUICE_NO_UPSTREAM', `no upstream serves ${path}`));
-  });
+    const target = raw[kTarget];
+    if (target === undefined || !target.ok) {
+      const reason = target?.ok === false ? target.code : 'PATH_NOT_ORIGIN_FORM';
+      metrics.badRequests.labels(reason).inc();
+      refuse(
+        reply,
+        'SLUICE_BAD_PATH',
+        target?.ok === false ? target.message : 'request-target could not be read',
+        {
+          reason,
+        },
+      );
+      return;
+    }
+    const host = raw[kHost];
+    if (host !== undefined && !host.ok) {
+      metrics.badRequests.labels(host.code).inc();
+      refuse(reply, 'SLUICE_BAD_HOST', host.message, { reason: host.code });
+      return;
+    }
+    if (request.is404) {
+      refuseUnrouted(request, reply, upstreams, metrics);
+      return;
+    }
+    if (trustProxy && forwardedClientIp(request.ip) === undefined) {
+      metrics.badRequests.labels('SLUICE_BAD_FORWARDED_FOR').inc();
+      refuse(
+        reply,
+        'SLUICE_BAD_FORWARDED_FOR',
+        'the client address a trusted proxy forwarded is not an IP address in canonical form',
+      );
+      return;
+    }
+    const response = reply.raw;
+    const socket = raw.socket;
+    if (response.socket != null) {
+      if (closingConnection(socket)) dropPipelined(request);
+      else done();
+      return;
+    }
+    // An earlier response on this connection is still going out: this one waits for its turn, which
+    // never comes if that response closes the connection.
+    const onTurn = () => {
+      socket.off('close', onClose);
+      if (closingConnection(socket)) dropPipelined(request);
+      else done();
+    };
+    const onClose = () => {
+      response.off('socket', onTurn);
+      dropPipelined(request);
+    };
+    response.once('socket', onTurn);
+    socket.once('close', onClose);
+  };
+}
+
+/** True once an answer on this connection decided to close it (Node ends the socket after sending it). */
+function closingConnection(socket: IncomingMessage['socket']): boolean {
+  return socket.destroyed || socket.writableEnded;
+}
+
+/** A request read behind an answer that closed its connection: nobody will read its answer. */
+function dropPipelined(request: FastifyRequest): void {
+  request.log.debug('request pipelined behind a closing answer: not proxied');
 }

@@ -19,7 +19,6 @@ import {
   type LimitCheck,
   type LimitSpec,
   limitKey,
-  type NormalizedTarget,
   rateLimitHeader,
   retryAfterSeconds,
 } from '@sluice/shared';
@@ -27,9 +26,9 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import type { Counter } from 'prom-client';
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey, socketIpKey } from './client-key.js';
 import { type DenialCache, denialKey } from './denial-cache.js';
-import { errorBody } from './errors.js';
+import { errorBody, GatewayError } from './errors.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
-import { markLimited, targetOf } from './proxy.js';
+import { closeIfBodyPending, hostOf, markLimited, targetOf } from './proxy.js';
 import type { RuleSetSnapshot } from './rules-cache.js';
 import { type GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-policy.js';
 
@@ -74,6 +73,8 @@ export interface RateLimiterOptions {
   /** true when TRUST_PROXY lets forwarding headers name the client (then `request.ip` is used) */
   trustProxy: boolean;
   bodyLimitBytes: number;
+  /** monotonic clock in ms for decision timing (default `performance.now`) */
+  now?: () => number;
 }
 
 export class RateLimiter {
@@ -82,6 +83,7 @@ export class RateLimiter {
   readonly #metrics: GatewayMetrics;
   readonly #trustProxy: boolean;
   readonly #bodyLimitBytes: number;
+  readonly #now: () => number;
   readonly #unlimited: RequestCounterCell;
   readonly #cachedDenials: Counter;
   #rules: CompiledRuleSet | undefined;
@@ -95,6 +97,7 @@ export class RateLimiter {
     this.#metrics = options.metrics;
     this.#trustProxy = options.trustProxy;
     this.#bodyLimitBytes = options.bodyLimitBytes;
+    this.#now = options.now ?? (() => performance.now());
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
   }
@@ -117,8 +120,9 @@ export class RateLimiter {
   ): void => {
     const raw = request.raw;
     const target = targetOf(raw);
+    // `admitRequest` (proxy.ts) runs first and answers every unsafe target with a 400
     if (target === undefined || !target.ok) {
-      this.#badTarget(reply, target);
+      done(new GatewayError('SLUICE_INTERNAL', 'request reached the limiter without a normalised target'));
       return;
     }
     const contentLength = raw.headers['content-length'];
@@ -144,7 +148,8 @@ export class RateLimiter {
     }
     const compiled = rules.match({
       method: raw.method ?? '',
-      host: raw.headers.host,
+      // the host routing used (normalised once in rewriteTarget), never the raw header
+      host: hostOf(raw),
       path: target.path,
       header: (name) => raw.headersDistinct[name],
       clientIp: () => (this.#trustProxy ? request.ip : raw.socket.remoteAddress),
@@ -171,7 +176,7 @@ export class RateLimiter {
     const cacheKey = denialKey(checks);
     markLimited(raw);
 
-    const sentAtMs = performance.now();
+    const sentAtMs = this.#now();
     const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
@@ -242,14 +247,6 @@ export class RateLimiter {
       .send(`${rule.denyBodyPrefixes[decision.deniedIndex] ?? rule.denyBodyPrefixes[0]}${retryAfterSec}}`);
   }
 
-  #badTarget(reply: FastifyReply, target: NormalizedTarget | undefined): void {
-    const code = target && !target.ok ? target.code : 'PATH_NOT_ORIGIN_FORM';
-    const message = target && !target.ok ? target.message : 'request-target could not be read';
-    this.#metrics.badRequests.labels(code).inc();
-    closeIfBodyPending(reply.request.raw, reply);
-    reply.code(400).send({ ...errorBody('SLUICE_BAD_PATH', message), reason: code });
-  }
-
   #runtimeOf(compiled: CompiledRule): RuleRuntime {
     const name = compiled.name;
     const metrics = this.#metrics;
@@ -295,16 +292,4 @@ function proceed(raw: IncomingMessage, reply: FastifyReply, done: HookHandlerDon
     reply.raw.writeContinue();
   }
   done();
-}
-
-/**
- * A refused request may still be sending its body. It is never read: the connection is closed after
- * the answer instead of being kept alive behind a body nobody wants.
- */
-function closeIfBodyPending(raw: IncomingMessage, reply: FastifyReply): void {
-  if (raw.complete) return;
-  const headers = raw.headers;
-  if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') {
-    reply.header('connection', 'close');
-  }
 }

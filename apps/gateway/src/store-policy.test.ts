@@ -51,10 +51,22 @@ function recordingLogger() {
   return { log: log as unknown as FastifyBaseLogger, lines };
 }
 
+/** A clock the test moves by hand: the breaker's cool-downs pass without sleeping. */
+function fakeClock(startMs = 1_000) {
+  let nowMs = startMs;
+  return {
+    now: () => nowMs,
+    advance: (ms: number) => {
+      nowMs += ms;
+    },
+  };
+}
+
 function guarded(policy: 'local' | 'open' | 'closed', coolDownMs = 50) {
   const primary = new ScriptedStore();
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { log, lines } = recordingLogger();
+  const clock = fakeClock();
   const store = new GuardedStore({
     primary,
     policy,
@@ -62,8 +74,9 @@ function guarded(policy: 'local' | 'open' | 'closed', coolDownMs = 50) {
     metrics,
     log,
     coolDownMs,
+    now: clock.now,
   });
-  return { primary, store, metrics, lines };
+  return { primary, store, metrics, lines, clock };
 }
 
 describe('GuardedStore', () => {
@@ -75,7 +88,7 @@ describe('GuardedStore', () => {
   });
 
   it(`opens after ${FAILURES_TO_OPEN} failures, stops asking, probes once after the cool-down, closes on success`, async () => {
-    const { store, primary, metrics, lines } = guarded('local', 100);
+    const { store, primary, metrics, lines, clock } = guarded('local', 100);
     primary.failing = true;
     for (let i = 0; i < FAILURES_TO_OPEN; i++) {
       const decision = await store.acquire(REQUEST);
@@ -86,7 +99,10 @@ describe('GuardedStore', () => {
     for (let i = 0; i < 20; i++) await store.acquire(REQUEST);
     expect(primary.calls).toBe(callsWhenOpened);
 
-    await new Promise((resolve) => setTimeout(resolve, 120));
+    clock.advance(99);
+    await store.acquire(REQUEST);
+    expect(primary.calls).toBe(callsWhenOpened); // not yet: the cool-down is 100 ms
+    clock.advance(1);
     // the probe fails: open again for another cool-down, still without asking on every request
     await store.acquire(REQUEST);
     expect(primary.calls).toBe(callsWhenOpened + 1);
@@ -95,7 +111,7 @@ describe('GuardedStore', () => {
     expect(store.breakerState).toBe('open');
 
     primary.failing = false;
-    await new Promise((resolve) => setTimeout(resolve, 120));
+    clock.advance(100);
     expect(await store.acquire(REQUEST)).toBe(ADMIT);
     expect(store.breakerState).toBe('closed');
     expect(await store.acquire(REQUEST)).toBe(ADMIT);
@@ -110,10 +126,10 @@ describe('GuardedStore', () => {
   });
 
   it('lets one probe through at a time', async () => {
-    const { store, primary } = guarded('open', 10);
+    const { store, primary, clock } = guarded('open', 10);
     primary.failing = true;
     for (let i = 0; i < FAILURES_TO_OPEN; i++) await store.acquire(REQUEST);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    clock.advance(10);
     primary.failing = false;
     const before = primary.calls;
     const answers = await Promise.all([

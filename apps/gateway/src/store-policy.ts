@@ -52,10 +52,9 @@ export interface GuardedStoreOptions {
   metrics: GatewayMetrics;
   log: FastifyBaseLogger;
   coolDownMs?: number;
+  /** monotonic clock in ms (default `performance.now`); tests pass a fake one */
+  now?: () => number;
 }
-
-/** What a decision came from, for the latency histogram and for tests. */
-export type DecisionSource = 'store' | 'fallback';
 
 export class GuardedStore {
   readonly #primary: Store;
@@ -64,6 +63,7 @@ export class GuardedStore {
   readonly #metrics: GatewayMetrics;
   readonly #log: FastifyBaseLogger;
   readonly #coolDownMs: number;
+  readonly #now: () => number;
   readonly #latencyPrimary;
   readonly #latencyLocal;
   readonly #fallbackCounter;
@@ -84,6 +84,7 @@ export class GuardedStore {
     this.#metrics = options.metrics;
     this.#log = options.log;
     this.#coolDownMs = options.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
+    this.#now = options.now ?? (() => performance.now());
     this.#latencyPrimary = options.metrics.decisionSeconds.labels(options.primary.kind);
     this.#latencyLocal = options.metrics.decisionSeconds.labels('local');
     this.#fallbackCounter = options.metrics.storeFallbacks.labels(options.policy);
@@ -101,14 +102,14 @@ export class GuardedStore {
   /** A decision from the store, or from the policy when the store fails or the breaker is open. */
   acquire(checks: readonly LimitCheck[]): Promise<Decision> {
     if (this.#state !== 'closed') {
-      if (this.#probeInFlight || performance.now() < this.#probeAtMs) return this.#fallback(checks);
+      if (this.#probeInFlight || this.#now() < this.#probeAtMs) return this.#fallback(checks);
       this.#probeInFlight = true;
       this.#setState('half-open');
     }
-    const startedAt = performance.now();
+    const startedAt = this.#now();
     return this.#primary.acquire(checks).then(
       (decision) => {
-        this.#latencyPrimary.observe((performance.now() - startedAt) / 1000);
+        this.#latencyPrimary.observe((this.#now() - startedAt) / 1000);
         if (this.#state !== 'closed' || this.#consecutiveFailures !== 0) this.#onSuccess();
         return decision;
       },
@@ -128,9 +129,9 @@ export class GuardedStore {
     this.#fallbackCounter.inc();
     if (this.#policy === 'open') return Promise.resolve(OPEN_DECISION);
     if (this.#policy === 'closed') return Promise.resolve(UNAVAILABLE_DECISION);
-    const startedAt = performance.now();
+    const startedAt = this.#now();
     return this.#local!.acquire(checks).then((decision) => {
-      this.#latencyLocal.observe((performance.now() - startedAt) / 1000);
+      this.#latencyLocal.observe((this.#now() - startedAt) / 1000);
       if (this.#local !== this.#primary) this.#fallbackDecisions.add(decision);
       return decision;
     });
@@ -163,7 +164,7 @@ export class GuardedStore {
     const wasProbe = this.#state === 'half-open';
     this.#probeInFlight = false;
     if (wasProbe || (this.#state === 'closed' && this.#consecutiveFailures >= FAILURES_TO_OPEN)) {
-      this.#probeAtMs = performance.now() + this.#coolDownMs;
+      this.#probeAtMs = this.#now() + this.#coolDownMs;
       if (!wasProbe) {
         this.#log.error(
           { store: this.#primary.kind, policy: this.#policy, err: error },

@@ -1,6 +1,7 @@
 export * from './config/env-vars.js';
 export * from './config/read-env.js';
 export * from './http/error-body.js';
+export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
 export {
