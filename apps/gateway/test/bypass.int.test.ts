@@ -20,6 +20,11 @@ beforeAll(async () => {
     match: { path: '/admin/**' },
     limit: { capacity: 1, refill: 1, period: '1h' },
   });
+  await api.createRule({
+    name: 'reports',
+    match: { path: '/reports/**', caseInsensitive: true },
+    limit: { capacity: 1, refill: 1, period: '1h' },
+  });
   gw = await startGateway({
     UPSTREAMS: `/=${upstream.url}`,
     RULES_API_URL: api.url,
@@ -78,6 +83,18 @@ const CORPUS: ReadonlyArray<readonly [string, 400 | 429]> = [
   ['http://evil.example/admin/x', 400],
   ['HTTP://127.0.0.1/./admin/x', 400],
   ['*', 400],
+  // spellings that some upstreams read as /admin (docs/paths.md): refused rather than guessed at
+  ['/admin;x=1', 400],
+  ['/admin;/x', 400],
+  ['/admin%3Bx=1/x', 400],
+  ['/admin./x', 400],
+  ['/admin%2e/x', 400],
+  ['/admin%20/x', 400],
+  ['/foo/%252e%252e/admin/x', 400],
+  ['/%2561dmin/x', 400],
+  ['/foo/%EF%BC%8E%EF%BC%8E/admin/x', 400],
+  ['/admin%EF%BC%8Fx', 400],
+  ['/%C0%AE%C0%AE/admin/x', 400],
 ];
 
 describe('path-bypass corpus', () => {
@@ -106,11 +123,21 @@ describe('path-bypass corpus', () => {
 
   it('still proxies paths that only look alike', async () => {
     const hits = upstream.hits();
-    for (const path of ['/administrator', '/Admin/x', '/public/admin', '/%2561dmin/x']) {
+    // `/Admin/x`: rules are case-sensitive unless they say `match.caseInsensitive` (tested below)
+    for (const path of ['/administrator', '/Admin/x', '/public/admin', '/adm%25in/x']) {
       const answer = await http(gw.port, path);
       expect(answer.status, path).toBe(200);
     }
     expect(upstream.hits()).toBe(hits + 4);
-    expect(upstream.received.at(-1)?.url).toBe('/%2561dmin/x');
+    expect(upstream.received.at(-1)?.url).toBe('/adm%25in/x');
+  });
+
+  it('counts every case of a caseInsensitive rule against it (for upstreams that ignore case)', async () => {
+    const hits = upstream.hits();
+    expect((await http(gw.port, '/reports/q1')).status).toBe(200);
+    for (const path of ['/REPORTS/q1', '/Reports/Q1', '/rePorts/x']) {
+      expect((await http(gw.port, path)).status, path).toBe(429);
+    }
+    expect(upstream.hits()).toBe(hits + 1);
   });
 });

@@ -590,13 +590,23 @@ describe('compileRules: client IP conditions', () => {
 
 describe('compileRules: canonical and case-insensitive paths', () => {
   it('matches a non-ASCII rule path against the percent-encoded request path', () => {
-    const set = compileRules([rule('u', '/ü/*'), rule('cafe', '/café'), rule('sub', "/a:b@c!$&'()+,;=")]);
+    const set = compileRules([rule('u', '/ü/*'), rule('cafe', '/café'), rule('sub', "/a:b@c!$&'()+,=")]);
     expect(set.match(req('/%C3%BC/x'))?.name).toBe('u');
     expect(set.match(req('/caf%C3%A9'))?.name).toBe('cafe');
-    expect(set.match(req("/a:b@c!$&'()+,;="))?.name).toBe('sub');
+    expect(set.match(req("/a:b@c!$&'()+,="))?.name).toBe('sub');
     // the request normaliser hands over canonical paths: lower-case hex is not the same spelling
     expect(set.match(req('/%c3%bc/x'))).toBeUndefined();
     expect(set.match(req('/ü/x'))).toBeUndefined();
+  });
+
+  it('matches escaped sub-delims, `:` and `@` like the raw characters (upstreams decode them)', () => {
+    const set = compileRules([rule('batch', '/v1/items:batch'), rule('sub', "/a:b@c!$&'()+,=")]);
+    expect(set.match(req('/v1/items%3Abatch'))?.name).toBe('batch');
+    expect(set.match(req('/v1/items%3abatch'))).toBeUndefined(); // not canonical: never handed over
+    expect(set.match(req('/a%3Ab%40c%21%24%26%27%28%29%2B%2C%3D'))?.name).toBe('sub');
+    // other escapes keep their meaning: `%2F` is never a separator, `%25` never a second escape
+    expect(set.match(req('/v1%2Fitems:batch'))).toBeUndefined();
+    expect(set.match(req('/v1/items%253Abatch'))).toBeUndefined();
   });
 
   it('compares literal segments case-insensitively (ASCII) for a caseInsensitive rule only', () => {

@@ -19,8 +19,10 @@
  * takes `HEAD` (servers answer HEAD with their GET handler).
  * Host: a rule without `host` accepts every host (and requests without one). Otherwise the request's
  * Host, lowercased and without its `:port` and one trailing dot, must equal the rule's host.
- * Path: the matcher receives a normalised path in canonical form (see canonical-path.ts); rule paths
- * are compiled to that form, so `/ü` in a rule matches `/%C3%BC`. A single trailing slash is ignored on
+ * Path: the matcher receives a normalised path in canonical form (`canonicalRulePath` in
+ * http/normalize-path.ts); rule paths are compiled to that form, so `/ü` in a rule matches `/%C3%BC`.
+ * Escaped sub-delims, `:` and `@` (`%3A`, `%21`, …) match like the raw character, because upstreams
+ * decode them: `/v1/items%3Abatch` is `/v1/items:batch` to them, and so to the rules. A single trailing slash is ignored on
  * both the pattern and the request, so `/a/` ≡ `/a`. Literal segments are case-sensitive unless the
  * rule says `match.caseInsensitive` (ASCII letters only); `*` is exactly one segment; a final `**` is
  * zero or more (`/a/**` matches `/a`, `/a/` and `/a/b/c`).
@@ -36,10 +38,11 @@
  * scanning stops as soon as a rule cannot beat the best found so far. Rules are also indexed by host,
  * and case-insensitive rules live in tries of their own, searched only when such rules exist.
  */
+
+import { canonicalRulePath } from '../http/normalize-path.js';
 import { pathSegments } from '../http/path-segments.js';
 import { headerItemName, policyNumbers } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
-import { canonicalRulePath } from './canonical-path.js';
 import { parseDuration } from './duration.js';
 import { compileIpNets, type IpNetSet } from './ip-nets.js';
 import {
@@ -123,6 +126,16 @@ export class RuleCompileError extends Error {
   ) {
     super(`rule "${ruleName}": ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}`);
   }
+}
+
+/** Escapes (upper-case hex, as the normaliser leaves them) of the characters a rule path holds raw. */
+const SUB_DELIM_ESCAPE = /%(2[146-9A-C]|3[ABD]|40)/g;
+
+/** `/v1/items%3Abatch` → `/v1/items:batch`; `%2F`, `%25` and non-ASCII escapes stay as they are. */
+function decodeSubDelims(path: string): string {
+  return path.replace(SUB_DELIM_ESCAPE, (_escape, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
 }
 
 /** The specificity tuple of a path pattern (see the module comment for how tuples compare). */
@@ -488,7 +501,8 @@ export function compileRules(rules: readonly Rule[]): CompiledRuleSet {
   folded.sort();
 
   function match(req: MatchRequest): CompiledRule | undefined {
-    const segments = pathSegments(req.path);
+    const path = req.path.indexOf('%') === -1 ? req.path : decodeSubDelims(req.path);
+    const segments = pathSegments(path);
     const lookup = new Lookup(req, METHOD_BIT.get(req.method) ?? OTHER_METHOD_BIT);
     let best = exact.search(segments, lookup, undefined);
     if (folded.size > 0) best = folded.search(segments.map(asciiLowerCase), lookup, best);

@@ -179,7 +179,7 @@ describe('validateRuleInput accepts', () => {
     ['a trailing slash', { ...minimal, match: { path: '/orders/' } }],
     ['a trailing slash after **', { ...minimal, match: { path: '/orders/**/' } }],
     ['* segments and literal segments containing *', { ...minimal, match: { path: '/a/*/b*/***x' } }],
-    ['dots inside segments', { ...minimal, match: { path: '/v1.2/...' } }],
+    ['dots inside segments', { ...minimal, match: { path: '/v1.2/a.b' } }],
     ['non-ASCII literals', { ...minimal, match: { path: '/café/ü' } }],
     ['a path of 512 chars', { ...minimal, match: { path: `/${'a'.repeat(511)}` } }],
     ['empty methods (all)', { ...minimal, match: { path: '/', methods: [] } }],
@@ -544,6 +544,20 @@ describe('hardening', () => {
       if (!result.ok) expect(result.errors[0]!.message).toMatch(/bidirectional/);
     },
   );
+
+  // a rule for a spelling the gateway refuses on the wire would silently never match
+  it.each([
+    ['/admin;x=1', 'PATH_PARAMETERS'],
+    ['/admin./x', 'PATH_TRAILING_DOT_OR_SPACE'],
+    ['/foo/\uff0e\uff0e/admin', 'PATH_CONFUSABLE_CHARACTER'],
+    ['/a\u2215b', 'PATH_CONFUSABLE_CHARACTER'],
+  ])('refuses match.path %s, which the gateway answers with 400 %s', (path, code) => {
+    const body = valid();
+    body.match.path = JSON.parse(`"${path}"`);
+    const result = validateRuleInput(body);
+    expect(result).toMatchObject({ ok: false, errors: [{ field: 'match.path' }] });
+    if (!result.ok) expect(result.errors[0]!.message).toContain(code);
+  });
 
   it('refuses a lone surrogate in match.path (it has no UTF-8 form to match)', () => {
     const body = valid();

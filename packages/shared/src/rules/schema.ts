@@ -14,6 +14,7 @@
  */
 import Type, { type Static } from 'typebox';
 import Compile from 'typebox/compile';
+import { canonicalRulePath, normalizePath } from '../http/normalize-path.js';
 import { DURATION_PATTERN, DurationError, MAX_DURATION_MS, parseDuration } from './duration.js';
 import { MAX_CLIENT_IPS, parseIpNet } from './ip-nets.js';
 
@@ -482,6 +483,7 @@ const NOT_ENFORCED =
   'is not enforced by this version of Sluice yet; remove it (a rule is never half-applied)';
 
 function checkPath(path: string, errors: Errors): void {
+  const before = errors.length;
   if (BIDI_CONTROLS.test(path)) {
     fail(
       errors,
@@ -502,6 +504,17 @@ function checkPath(path: string, errors: Errors): void {
       fail(errors, 'match.path', '`**` is only allowed as the final segment');
     }
   });
+  if (errors.length > before) return;
+  // A rule for a path the gateway refuses on the wire (`;`, a trailing dot, a look-alike slash…)
+  // could never match anything: say so now rather than store a rule that silently does nothing.
+  const normalized = normalizePath(canonicalRulePath(path));
+  if (!normalized.ok) {
+    fail(
+      errors,
+      'match.path',
+      `no request could ever match it: the gateway refuses such paths with 400 (${normalized.code}: ${normalized.message})`,
+    );
+  }
 }
 
 function checkMatch(match: RuleMatch, errors: Errors): void {
