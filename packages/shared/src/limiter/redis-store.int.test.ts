@@ -137,7 +137,7 @@ describe('RedisStore on the Redis clock', () => {
       try {
         await fresh.ready();
         await fresh.acquire(request(`${client}-warm`, limits, 1)); // the script is loaded (EVAL) once
-        const stream = fresh.client.stream as unknown as Record<
+        const stream = (fresh.client as Redis).stream as unknown as Record<
           '_write' | '_writev',
           (...a: unknown[]) => void
         >;

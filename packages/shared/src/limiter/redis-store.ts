@@ -1,24 +1,36 @@
 /**
- * The Redis limiter store: one script call (acquire.lua) per request, whatever its number of limits,
- * on Redis's own clock (`TIME`).
+ * The Redis limiter store, on one Redis or on a Redis Cluster: one script call (acquire.lua) per
+ * request and hash slot, whatever its number of limits, on Redis's own clock (`TIME`).
  *
  * The script is registered once per client with `defineCommand` (only if absent); ioredis then
  * sends EVALSHA and falls back to EVAL by itself when Redis answers NOSCRIPT (after a restart or
  * `SCRIPT FLUSH`). Commands are never queued while Redis is away (`enableOfflineQueue: false`):
  * a decision fails at once with a `StoreError`, and the gateway's `STORE_FAILURE` policy decides.
  *
+ * On a Redis Cluster (`{ clusterNodes }`) the script is registered the same way and ioredis sends each
+ * call to the master owning its keys, loading the script there on NOSCRIPT, following MOVED/ASK and a
+ * failed-over master. A request's keys share a hash slot when they share a hash tag (`limitKey`'s
+ * `{<ruleId>:<clientKey>}`): such a request is still one atomic call. A request whose limits span
+ * slots (a per-client limit beside a `global` one) is decided one slot group at a time in the rule's
+ * order; when a later group denies or fails, what the earlier groups charged is given back at once
+ * (give-back.lua), so nothing is over-admitted. Limits after the denying group are not asked.
+ *
  * Imported from the `@sluice/shared/redis` subpath only, so that the root entry never loads ioredis.
  */
-import { Redis, type RedisOptions, type Result } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions, type Result } from 'ioredis';
 import { ACQUIRE_LUA } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { assertChecks, decisionOf, outcomeOf } from './engine.js';
-import type { Decision, LimitCheck, LimitOutcome } from './limits.js';
+import { GIVE_BACK_LUA } from './give-back-script.js';
+import type { Decision, LimitCheck, LimitOutcome, LimitSpec } from './limits.js';
+import { slotGroups } from './slot-groups.js';
 import { type Store, StoreError } from './store.js';
 
 /** The ioredis command name the script is registered under. */
 export const ACQUIRE_COMMAND = 'sluiceAcquire';
+/** The ioredis command name of the cross-slot give-back (give-back.lua), Redis Cluster only. */
+export const GIVE_BACK_COMMAND = 'sluiceGiveBack';
 
 /** What the script returns: per check, allowed 1|0, level as a '%.17g' string, then two whole ms. */
 export type AcquireReply = (number | string)[];
@@ -27,8 +39,18 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `numberOfKeys`, KEYS, then ARGV, as documented at the top of acquire.lua. */
     sluiceAcquire(numberOfKeys: number, ...keysAndArgs: string[]): Result<AcquireReply, Context>;
+    /** `numberOfKeys`, KEYS, then ARGV, as documented at the top of give-back.lua. */
+    sluiceGiveBack(numberOfKeys: number, ...keysAndArgs: string[]): Result<(number | string)[], Context>;
   }
 }
+
+/** A Redis Cluster to connect to: its seed nodes as `host:port` (`REDIS_CLUSTER_NODES`). */
+export interface ClusterSeeds {
+  readonly clusterNodes: readonly string[];
+}
+
+/** The ioredis client a `RedisStore` works on: one Redis, or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
 
 export interface RedisStoreOptions {
   /** prepended to every check's key (outside its hash-tag braces), e.g. `"sluice:"`; default none */
@@ -46,6 +68,11 @@ export interface RedisStoreOptions {
    * waits for one batch's replies before sending the next: each request is still its own EVALSHA.
    */
   coalesceWrites?: boolean;
+  /**
+   * Redis Cluster: called when giving back an earlier slot group's charge failed (its node down or
+   * slow). The charge then stands until the bucket refills: the client is limited more, never less.
+   */
+  onGiveBackFailure?: (error: StoreError) => void;
 }
 
 /** Reconnect backoff: 100 ms, 200 ms, … up to 2 s between attempts, forever. */
@@ -53,11 +80,28 @@ function reconnectDelayMs(attempt: number): number {
   return Math.min(100 * attempt, 2_000);
 }
 
+/** Parses `host:port` (IPv6 in brackets: `[::1]:7000`). */
+export function parseHostPort(text: string): { host: string; port: number } | undefined {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(text.trim());
+  if (!match) return undefined;
+  const port = Number(match[3]);
+  if (port < 1 || port > 65_535) return undefined;
+  return { host: match[1] ?? match[2]!, port };
+}
+
+function isClusterSeeds(value: unknown): value is ClusterSeeds {
+  return typeof value === 'object' && value !== null && 'clusterNodes' in value;
+}
+
 export class RedisStore implements Store {
   readonly kind = 'redis' as const;
-  /** The ioredis client; attach `error` listeners here to log connection trouble. */
-  readonly client: Redis;
+  /** The ioredis client (one Redis or a Cluster); attach `error` listeners here to log connection trouble. */
+  readonly client: RedisClient;
+  /** the client is a Redis Cluster: requests are split by hash slot */
+  readonly isCluster: boolean;
   readonly #keyPrefix: string;
+  readonly #commandTimeoutMs: number;
+  readonly #onGiveBackFailure: ((error: StoreError) => void) | undefined;
   /** only a client the store created is quit by `close()` */
   readonly #ownsClient: boolean;
   readonly #coalesceWrites: boolean;
@@ -66,14 +110,19 @@ export class RedisStore implements Store {
   #closed = false;
 
   /**
-   * @param redis an ioredis client to use (the caller keeps owning it; configure it with
-   *   `enableOfflineQueue: false` and a `commandTimeout` to get fast failures), or a `redis://` /
-   *   `rediss://` URL for a client the store creates and owns.
+   * @param redis an ioredis client to use (`Redis` or `Cluster`; the caller keeps owning it; configure
+   *   it with `enableOfflineQueue: false` and a `commandTimeout` to get fast failures), a `redis://` /
+   *   `rediss://` URL, or `{ clusterNodes }` for a client the store creates and owns.
    */
-  constructor(redis: Redis | string, options: RedisStoreOptions = {}) {
+  constructor(redis: RedisClient | string | ClusterSeeds, options: RedisStoreOptions = {}) {
     this.#keyPrefix = options.keyPrefix ?? '';
-    this.#coalesceWrites = options.coalesceWrites ?? false;
-    if (typeof redis === 'string') {
+    this.#commandTimeoutMs = options.commandTimeoutMs ?? 50;
+    this.#onGiveBackFailure = options.onGiveBackFailure;
+    if (isClusterSeeds(redis)) {
+      this.client = createClusterClient(redis, options);
+      this.client.on('error', () => {});
+      this.#ownsClient = true;
+    } else if (typeof redis === 'string') {
       const clientOptions: RedisOptions = {
         enableOfflineQueue: false,
         commandTimeout: options.commandTimeoutMs ?? 50,
@@ -89,6 +138,12 @@ export class RedisStore implements Store {
     } else {
       this.client = redis;
       this.#ownsClient = false;
+    }
+    this.isCluster = this.client instanceof Cluster;
+    // one socket per master: nothing to cork (ioredis' autoPipelining groups per node instead)
+    this.#coalesceWrites = (options.coalesceWrites ?? false) && !this.isCluster;
+    if (this.isCluster && typeof this.client[GIVE_BACK_COMMAND] !== 'function') {
+      this.client.defineCommand(GIVE_BACK_COMMAND, { lua: GIVE_BACK_LUA });
     }
     // no numberOfKeys: the call passes it first, as many keys as the request has checks
     if (typeof this.client[ACQUIRE_COMMAND] !== 'function') {
@@ -145,18 +200,34 @@ export class RedisStore implements Store {
   }
 
   /**
-   * The one place a decision meets Redis: one EVALSHA for all of a request's checks. A batched mode
-   * slots in here: queue `(keys, args, resolve, reject)` and flush once per tick as one script call
-   * per node, settling each caller from its slice of the reply. `coalesceWrites` (or
-   * `autoPipelining`) already gives the one-write half of that for a client the store creates.
+   * One request's decision: one script call on one Redis, or on a Cluster when its keys share a hash
+   * tag; otherwise one call per slot group (`#acquireAcrossSlots`). A batched mode slots in at
+   * `#call`: queue `(keys, args, resolve, reject)` and flush once per tick as one script call per
+   * node, settling each caller from its slice of the reply.
    */
   async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<Decision> {
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertChecks(checks);
     const n = checks.length;
     if (n === 0) return decisionOf([]);
-    const keysAndArgs: string[] = new Array(n);
-    for (let i = 0; i < n; i++) keysAndArgs[i] = this.#keyPrefix + checks[i]!.key;
+    const keys: string[] = new Array(n);
+    for (let i = 0; i < n; i++) keys[i] = this.#keyPrefix + checks[i]!.key;
+    if (this.isCluster && n > 1) {
+      const groups = slotGroups(keys);
+      if (groups.length > 1) return this.#acquireAcrossSlots(checks, keys, groups, nowMs, minTtlMs);
+    }
+    return decisionOf(await this.#call(checks, keys, nowMs, minTtlMs));
+  }
+
+  /** One acquire.lua call: all or nothing over `checks`, whose `keys` share one slot on a Cluster. */
+  async #call(
+    checks: readonly LimitCheck[],
+    keys: readonly string[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<LimitOutcome[]> {
+    const n = checks.length;
+    const keysAndArgs: string[] = keys.slice();
     keysAndArgs.push('acquire', nowMs, minTtlMs, String(n));
     for (const check of checks) {
       keysAndArgs.push(
@@ -172,10 +243,106 @@ export class RedisStore implements Store {
     } catch (error) {
       throw toStoreError(error);
     }
-    return parseReply(reply, checks);
+    const outcomes =
+      Array.isArray(reply) && reply.length === 4 * n ? parseOutcomes(reply, checks) : undefined;
+    if (outcomes === undefined)
+      throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
+    return outcomes;
+  }
+
+  /**
+   * Redis Cluster, a request whose limits live in several slots: each slot group decided in turn, in
+   * the rule's order, each all or nothing. A group that denies ends the decision: the groups before
+   * it are given back what they were charged (their outcomes are then the levels after the give-back),
+   * the groups after it are not asked (`notAsked`). A group that fails gives back the same way and
+   * the failure is thrown, for the `STORE_FAILURE` policy.
+   */
+  async #acquireAcrossSlots(
+    checks: readonly LimitCheck[],
+    keys: readonly string[],
+    groups: readonly number[][],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<Decision> {
+    const outcomes: LimitOutcome[] = new Array(checks.length);
+    const charged: ChargedGroup[] = [];
+    for (let g = 0; g < groups.length; g++) {
+      const indexes = groups[g]!;
+      const sentAtMs = performance.now();
+      let groupOutcomes: LimitOutcome[];
+      try {
+        groupOutcomes = await this.#call(
+          indexes.map((i) => checks[i]!),
+          indexes.map((i) => keys[i]!),
+          nowMs,
+          minTtlMs,
+        );
+      } catch (error) {
+        await this.#giveBack(charged, checks, keys, outcomes, nowMs, minTtlMs);
+        throw error;
+      }
+      for (let k = 0; k < indexes.length; k++) outcomes[indexes[k]!] = groupOutcomes[k]!;
+      if (groupOutcomes.every((outcome) => outcome.allowed)) {
+        charged.push({ indexes, sentAtMs });
+        continue;
+      }
+      await this.#giveBack(charged, checks, keys, outcomes, nowMs, minTtlMs);
+      for (let later = g + 1; later < groups.length; later++) {
+        for (const i of groups[later]!) outcomes[i] = notAsked(checks[i]!.spec);
+      }
+      break;
+    }
+    return decisionOf(outcomes);
+  }
+
+  /** Gives back every charged group at once (one give-back.lua call per group, in parallel). */
+  async #giveBack(
+    charged: readonly ChargedGroup[],
+    checks: readonly LimitCheck[],
+    keys: readonly string[],
+    outcomes: LimitOutcome[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<void> {
+    await Promise.all(
+      charged.map(async ({ indexes, sentAtMs }) => {
+        // an upper bound on how long ago Redis made the charge: since it was sent, plus the give-back's
+        // own way there (at most a command timeout); a simulated clock (tests) has not moved
+        const sinceMs = nowMs === '' ? Math.ceil(performance.now() - sentAtMs) + this.#commandTimeoutMs : 0;
+        const keysAndArgs: string[] = indexes.map((i) => keys[i]!);
+        keysAndArgs.push(nowMs, minTtlMs, String(indexes.length));
+        for (const i of indexes) {
+          const check = checks[i]!;
+          keysAndArgs.push(
+            check.spec.algorithm,
+            String(check.cost),
+            ...algorithmOf(check.spec).luaArguments(check.spec),
+            String(sinceMs),
+          );
+        }
+        try {
+          const reply = await this.client.sluiceGiveBack(indexes.length, ...keysAndArgs);
+          if (!Array.isArray(reply) || reply.length !== 2 * indexes.length) {
+            throw new StoreError('STORE_ERROR', `unreadable give-back reply: ${JSON.stringify(reply)}`);
+          }
+          for (let k = 0; k < indexes.length; k++) {
+            const i = indexes[k]!;
+            const level = Number(reply[2 * k]);
+            const resetMs = reply[2 * k + 1];
+            if (!Number.isFinite(level) || typeof resetMs !== 'number') {
+              throw new StoreError('STORE_ERROR', `unreadable give-back reply: ${JSON.stringify(reply)}`);
+            }
+            outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: true, level, retryAfterMs: 0, resetMs });
+          }
+        } catch (error) {
+          this.#onGiveBackFailure?.(toStoreError(error));
+        }
+      }),
+    );
   }
 
   #corkUntilTurnEnds(): void {
+    if (!(this.client instanceof Redis)) return;
     const stream = this.client.stream;
     // not connected: the command fails at once (no offline queue), nothing to hold
     if (this.client.status !== 'ready' || !stream?.writable) return;
@@ -188,12 +355,19 @@ export class RedisStore implements Store {
   }
 }
 
-function parseReply(reply: unknown, checks: readonly LimitCheck[]): Decision {
-  const outcomes =
-    Array.isArray(reply) && reply.length === 4 * checks.length ? parseOutcomes(reply, checks) : undefined;
-  if (outcomes === undefined)
-    throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
-  return decisionOf(outcomes);
+/** A slot group an earlier call charged, and when it was sent (performance.now() ms). */
+interface ChargedGroup {
+  readonly indexes: readonly number[];
+  readonly sentAtMs: number;
+}
+
+/**
+ * The outcome reported for a limit after the one that denied, in another slot: not asked (asking would
+ * charge it). Reported as its whole quota, allowed, with nothing to wait for.
+ */
+function notAsked(spec: LimitSpec): LimitOutcome {
+  const level = spec.algorithm === 'token-bucket' ? spec.capacity : 0;
+  return outcomeOf(spec, { allowed: true, level, retryAfterMs: 0, resetMs: 0 });
 }
 
 function parseOutcomes(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
@@ -223,4 +397,36 @@ function toStoreError(error: unknown): StoreError {
   if (/timed out/i.test(message))
     return new StoreError('STORE_TIMEOUT', `Redis: ${message}`, { cause: error });
   return new StoreError('STORE_UNAVAILABLE', `Redis: ${message}`, { cause: error });
+}
+
+/**
+ * The Cluster client a store creates: no offline queue (a decision fails at once, never waits),
+ * decisions only on masters, every node's commands bounded by the command timeout, one retry, and a
+ * bounded number of MOVED/ASK redirections per command.
+ */
+function createClusterClient(seeds: ClusterSeeds, options: RedisStoreOptions): Cluster {
+  const nodes = seeds.clusterNodes.map((text) => {
+    const node = parseHostPort(text);
+    if (!node) throw new RangeError(`not a host:port Redis Cluster node: ${JSON.stringify(text)}`);
+    return node;
+  });
+  if (nodes.length === 0) throw new RangeError('a Redis Cluster needs at least one seed node');
+  const clusterOptions: ClusterOptions = {
+    enableOfflineQueue: false,
+    scaleReads: 'master',
+    maxRedirections: 6,
+    retryDelayOnFailover: 50,
+    retryDelayOnClusterDown: 50,
+    retryDelayOnTryAgain: 50,
+    retryDelayOnMoved: 0,
+    slotsRefreshTimeout: 1_000,
+    clusterRetryStrategy: reconnectDelayMs,
+    enableAutoPipelining: options.autoPipelining ?? false,
+    redisOptions: {
+      commandTimeout: options.commandTimeoutMs ?? 50,
+      connectTimeout: options.connectTimeoutMs ?? 2_000,
+      maxRetriesPerRequest: 1,
+    },
+  };
+  return new Cluster(nodes, clusterOptions);
 }
