@@ -378,3 +378,26 @@ describe('the variable table', () => {
     },
   );
 });
+
+describe('REDIS_CLUSTER_NODES', () => {
+  const base = { UPSTREAMS: '/=http://web:3000', RULES_API_URL: 'http://rules-api:8081' };
+
+  it('takes comma-separated host:port seeds', () => {
+    const config = loadConfig({ ...base, REDIS_CLUSTER_NODES: 'redis-1:6379, 10.0.0.2:7000,[::1]:7001' });
+    expect(config.redisClusterNodes).toEqual(['redis-1:6379', '10.0.0.2:7000', '[::1]:7001']);
+    expect(config.redisUrl).toBeUndefined();
+    expect(loadConfig(base).redisClusterNodes).toBeUndefined();
+  });
+
+  it('refuses an entry without a port', () => {
+    expect(() => loadConfig({ ...base, REDIS_CLUSTER_NODES: 'redis-1:6379,redis-2' })).toThrow(
+      /^REDIS_CLUSTER_NODES: must be comma-separated host:port.*"redis-2"/m,
+    );
+  });
+
+  it('is a startup error together with REDIS_URL, naming both', () => {
+    expect(() =>
+      loadConfig({ ...base, REDIS_URL: 'redis://redis:6379', REDIS_CLUSTER_NODES: 'redis-1:6379' }),
+    ).toThrow(/^REDIS_CLUSTER_NODES: must not be set together with REDIS_URL/m);
+  });
+});

@@ -60,6 +60,8 @@ export interface GatewayConfig {
   /** how long one snapshot request may take */
   rulesFetchTimeoutMs: number;
   redisUrl: string | undefined;
+  /** seed nodes (`host:port`) of a Redis Cluster; never set together with `redisUrl` */
+  redisClusterNodes: string[] | undefined;
   /** prepended to every bucket key in Redis, so several deployments can share one Redis */
   redisKeyPrefix: string;
   trustProxy: TrustProxySetting;
@@ -170,6 +172,12 @@ export const GATEWAY_ENV = {
     example: 'redis://host:6379',
     // may carry a password
     secret: true,
+  }),
+  REDIS_CLUSTER_NODES: envCustom({
+    description:
+      'instead of REDIS_URL: seed nodes of the Redis Cluster that holds the buckets (any few of its nodes; the rest are discovered)',
+    accepts: 'comma-separated host:port, e.g. redis-1:6379,redis-2:6379,redis-3:6379',
+    parse: parseClusterNodes,
   }),
   REDIS_KEY_PREFIX: envCustom({
     description: 'prepended to every bucket key, so several deployments can share one Redis',
@@ -301,6 +309,13 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     }
   }
 
+  if (reading.isSet('REDIS_URL') && reading.isSet('REDIS_CLUSTER_NODES')) {
+    reading.report(
+      'REDIS_CLUSTER_NODES',
+      'must not be set together with REDIS_URL: set REDIS_URL for one Redis, REDIS_CLUSTER_NODES for a Redis Cluster',
+    );
+  }
+
   const v = reading.values();
   return {
     port: v.PORT,
@@ -313,6 +328,7 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     rulesRefresh: v.RULES_REFRESH,
     rulesFetchTimeoutMs: v.RULES_FETCH_TIMEOUT_MS,
     redisUrl: v.REDIS_URL,
+    redisClusterNodes: v.REDIS_CLUSTER_NODES,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,
     trustProxy: v.TRUST_PROXY,
     storeFailure: v.STORE_FAILURE,
@@ -327,6 +343,25 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     denialCacheSize: v.DENIAL_CACHE_SIZE,
     localStoreMaxKeys: v.LOCAL_STORE_MAX_KEYS,
   };
+}
+
+/** `host:port` seeds, comma-separated (IPv6 hosts in brackets), or the problem with them. */
+function parseClusterNodes(raw: string): Parsed<string[]> {
+  const nodes = raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  if (nodes.length === 0) return { problem: `must list at least one host:port ${got(raw)}` };
+  for (const node of nodes) {
+    const match = /^(?:\[[0-9a-fA-F:.]+\]|[^\s:[\]/]+):(\d{1,5})$/.exec(node);
+    const port = match ? Number(match[1]) : 0;
+    if (!(port >= 1 && port <= 65_535)) {
+      return {
+        problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (${JSON.stringify(node)}) ${got(raw)}`,
+      };
+    }
+  }
+  return { value: nodes };
 }
 
 /** An http(s) URL, or the problem with it (after `NAME: `). */
