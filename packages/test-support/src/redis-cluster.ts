@@ -199,11 +199,19 @@ export async function startRedisCluster(options: StartRedisClusterOptions = {}):
       { timeout: startTimeoutMs },
     );
     await waitHealthy(startTimeoutMs);
-    // every replica attached (the test that kills a master needs its replica in place)
+    // every replica attached and in sync (a replica that never synced does not take over its master)
     await waitFor(
-      async () => (await topology()).filter((node) => node.role === 'replica' && node.masterId).length === 3,
+      async () => {
+        const replicas = (await topology()).filter((node) => node.role === 'replica' && node.masterId);
+        if (replicas.length !== 3) return false;
+        for (const replica of replicas) {
+          if (!(await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'))
+            return false;
+        }
+        return true;
+      },
       startTimeoutMs,
-      'three replicas attached to their masters',
+      'three replicas in sync with their masters',
     );
   } catch (error) {
     await close();
