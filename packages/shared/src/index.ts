@@ -25,5 +25,6 @@ export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
 export * from './rules/duration.js';
+export * from './rules/explain.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';
