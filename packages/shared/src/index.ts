@@ -1,5 +1,6 @@
 export * from './config/env-vars.js';
 export * from './config/read-env.js';
+export * from './http/client-key.js';
 export * from './http/error-body.js';
 export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';

@@ -7,8 +7,7 @@
  * path, method and host probe matches is "considered"; its header and client-IP probes say which condition
  * failed. Only the words of a reason (which rule outranks which) restate the documented precedence.
  */
-import { createHash } from 'node:crypto';
-import { isIP } from 'node:net';
+import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey } from '../http/client-key.js';
 import { normalizePath, type PathErrorCode } from '../http/normalize-path.js';
 import {
   type CompiledLimit,
@@ -22,8 +21,6 @@ import type { Rule } from './schema.js';
 
 /** Most entries in `considered`: the chosen rule first, then the closest contenders. */
 export const MAX_CONSIDERED = 25;
-/** Longest client key kept verbatim, in bytes; a longer header value is shown as its SHA-256 hex. */
-const MAX_CLIENT_KEY_BYTES = 256;
 
 export interface ExplainRequest {
   method: string;
@@ -66,57 +63,28 @@ export interface RuleExplainer {
   explain(request: ExplainRequest): Explanation;
 }
 
-/** `ip:<address>`: IPv4 as is, IPv4-mapped IPv6 as IPv4, other IPv6 as its /64 (`ip:2001:db8:1:2::/64`). */
+/** `ip:<address>`, written exactly as the gateway keys it (IPv6 by /64, IPv4-mapped as IPv4). */
 export function ipClientKeyOf(address: string | undefined): string {
-  if (address === undefined || address === '') return 'ip:unknown';
-  const version = isIP(address);
-  if (version === 4) return `ip:${address}`;
-  if (version !== 6) return 'ip:unknown';
-  // The WHATWG URL parser is Node's own IPv6 parser: it writes the address compressed, in hex groups.
-  const groups = expandIPv6(new URL(`http://[${address}]/`).hostname.slice(1, -1));
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    const hi = groups[6]!;
-    const lo = groups[7]!;
-    return `ip:${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
-  }
-  return `ip:${groups
-    .slice(0, 4)
-    .map((g) => g.toString(16))
-    .join(':')}::/64`;
-}
-
-/** The eight groups of a compressed IPv6 address in hex groups only (as the URL parser writes it). */
-function expandIPv6(text: string): number[] {
-  const [head = '', tail] = text.split('::');
-  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => Number.parseInt(g, 16)));
-  const first = parse(head);
-  if (tail === undefined) return first;
-  const last = parse(tail);
-  return [...first, ...new Array<number>(8 - first.length - last.length).fill(0), ...last];
+  return ipClientKey(address);
 }
 
 /**
- * A limit's client key for a request, as SPEC'd for display: `ip:…`, `header:<value>` (the SHA-256 hex of
- * the value when it is longer than 256 bytes), `global`. A header client without the header is keyed by IP.
+ * A limit's client key for a request, exactly as the gateway keys it: `ip:…`, `header:<value>` (the
+ * SHA-256 hex of the value when it is longer than 256 bytes), `global`. A header client without the
+ * header is keyed by IP.
  */
 export function clientKeyOf(
   limit: Pick<CompiledLimit, 'clientBy' | 'clientHeader'>,
   headerValues: readonly string[] | undefined,
   clientIp: string | undefined,
 ): string {
-  if (limit.clientBy === 'global') return 'global';
+  if (limit.clientBy === 'global') return GLOBAL_CLIENT_KEY;
   if (limit.clientBy === 'header') {
     // Node joins a repeated header's values with ", " in `req.headers`, which the gateway keys by.
-    const value = headerValues === undefined ? '' : headerValues.join(', ');
-    if (value !== '') {
-      const bounded =
-        Buffer.byteLength(value) > MAX_CLIENT_KEY_BYTES
-          ? createHash('sha256').update(value).digest('hex')
-          : value;
-      return `header:${bounded}`;
-    }
+    const key = headerClientKey(headerValues === undefined ? undefined : headerValues.join(', '));
+    if (key !== undefined) return key;
   }
-  return ipClientKeyOf(clientIp);
+  return ipClientKey(clientIp);
 }
 
 /** One rule compiled alone, with only some of its `match` fields: asks the matcher one question. */
