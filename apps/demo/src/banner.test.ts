@@ -57,6 +57,12 @@ describe('banner', () => {
     );
   });
 
+  it('points to the console on the rules API', () => {
+    expect(banner(info)).toContain(
+      'Console        http://127.0.0.1:8081/console   (sign in with the admin token)',
+    );
+  });
+
   it('leaves out the examples whose rule was deleted or changed form, instead of failing', async () => {
     const rules = await seededRules();
     const perIp = rules['demo-per-ip']!;

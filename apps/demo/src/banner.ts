@@ -39,6 +39,7 @@ export function banner(info: BannerInfo): string {
     `  Gateway        ${info.gatewayUrl}   (proxies to the demo upstream ${info.upstreamUrl})`,
     `  Gateway admin  ${info.adminUrl}   (/healthz /readyz /metrics)`,
     `  Rules API      ${info.rulesApiUrl}   (API docs: ${info.rulesApiUrl}/docs)`,
+    `  Console        ${info.rulesApiUrl}/console   (sign in with the admin token)`,
     `  Admin token    ${style('bold', info.adminToken)}`,
     `  Data           ${info.dataDir}   (tokens in ${info.tokensPath})`,
     `  Demo rules     ${info.seedSummary}`,
