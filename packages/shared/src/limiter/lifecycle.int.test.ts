@@ -87,12 +87,6 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
     }),
   ) as fc.Arbitrary<Lifecycle>;
 
-/** Both stores' answers to one lifecycle, and what the reference counted for the bound. */
-interface Run {
-  acquires: { checks: LimitCheck[]; atMs: number }[];
-  settles: { settlements: Settlement[]; atMs: number }[];
-}
-
 /** What a store answers to a lifecycle, in order (all sent without waiting: one connection keeps order). */
 interface Store {
   acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs?: number): Promise<Decision>;
