@@ -13,8 +13,8 @@ import { Redis, type RedisOptions, type Result } from 'ioredis';
 import { ACQUIRE_LUA } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
-import { assertChecks, decisionOf, outcomeOf } from './engine.js';
-import type { Decision, LimitCheck, LimitOutcome } from './limits.js';
+import { assertChecks, assertSettlements, decisionOf, outcomeOf, settledOf } from './engine.js';
+import type { Decision, LimitCheck, LimitOutcome, SettledLimit, Settlement } from './limits.js';
 import { type Store, StoreError } from './store.js';
 
 /** The ioredis command name the script is registered under. */
@@ -111,6 +111,18 @@ export class RedisStore implements Store {
     return this.#acquire(checks, String(nowMs), String(minTtlMs));
   }
 
+  settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+    return this.#settle(settlements, '', '');
+  }
+
+  /** TESTS ONLY: `settle` on a simulated clock, like `acquireAt`. */
+  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs = 0): Promise<SettledLimit[]> {
+    if (!Number.isFinite(nowMs)) {
+      return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
+    }
+    return this.#settle(settlements, String(nowMs), String(minTtlMs));
+  }
+
   /** Resolves once the connection is ready; rejects with `STORE_UNAVAILABLE` after `timeoutMs`. */
   ready(timeoutMs = 5_000): Promise<void> {
     if (this.client.status === 'ready') return Promise.resolve();
@@ -162,7 +174,7 @@ export class RedisStore implements Store {
       keysAndArgs.push(
         check.spec.algorithm,
         String(check.cost),
-        ...algorithmOf(check.spec).luaArguments(check.spec),
+        ...algorithmOf(check.spec).luaArguments(check.spec, check.leaseId),
       );
     }
     if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
@@ -173,6 +185,41 @@ export class RedisStore implements Store {
       throw toStoreError(error);
     }
     return parseReply(reply, checks);
+  }
+
+  /** One EVALSHA ("settle") for all of a request's settlements. */
+  async #settle(
+    settlements: readonly Settlement[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<SettledLimit[]> {
+    if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
+    assertSettlements(settlements);
+    const n = settlements.length;
+    if (n === 0) return [];
+    const keysAndArgs: string[] = new Array(n);
+    for (let i = 0; i < n; i++) keysAndArgs[i] = this.#keyPrefix + settlements[i]!.key;
+    keysAndArgs.push('settle', nowMs, minTtlMs, String(n));
+    for (const settlement of settlements) {
+      keysAndArgs.push(
+        settlement.spec.algorithm,
+        ...algorithmOf(settlement.spec).luaArguments(settlement.spec, settlement.leaseId),
+        String(settlement.delta),
+        String(settlement.admittedAtMs),
+      );
+    }
+    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
+    let reply: AcquireReply;
+    try {
+      reply = await this.client.sluiceAcquire(n, ...keysAndArgs);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    const settled = parseSettled(reply, settlements);
+    if (settled === undefined) {
+      throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
+    }
+    return settled;
   }
 
   #corkUntilTurnEnds(): void {
@@ -189,11 +236,26 @@ export class RedisStore implements Store {
 }
 
 function parseReply(reply: unknown, checks: readonly LimitCheck[]): Decision {
+  const n = checks.length;
   const outcomes =
-    Array.isArray(reply) && reply.length === 4 * checks.length ? parseOutcomes(reply, checks) : undefined;
-  if (outcomes === undefined)
+    Array.isArray(reply) && reply.length === 4 * n + 1 ? parseOutcomes(reply, checks) : undefined;
+  const atMs = outcomes === undefined ? Number.NaN : Number((reply as unknown[])[4 * n]);
+  if (outcomes === undefined || !Number.isFinite(atMs))
     throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
-  return decisionOf(outcomes);
+  return decisionOf(outcomes, atMs);
+}
+
+function parseSettled(reply: unknown, settlements: readonly Settlement[]): SettledLimit[] | undefined {
+  if (!Array.isArray(reply) || reply.length !== 2 * settlements.length) return undefined;
+  const settled: SettledLimit[] = new Array(settlements.length);
+  for (let i = 0; i < settlements.length; i++) {
+    const levelText: unknown = reply[2 * i];
+    const resetMs: unknown = reply[2 * i + 1];
+    const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
+    if (!Number.isFinite(level) || typeof resetMs !== 'number') return undefined;
+    settled[i] = settledOf(settlements[i]!.spec, level, resetMs);
+  }
+  return settled;
 }
 
 function parseOutcomes(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
