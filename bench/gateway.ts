@@ -6,7 +6,8 @@
 // proxy has to itself (the per-process CPU column shows that share).
 //
 // Closed loop: autocannon, pipelining 1, BENCH_CONNECTIONS connections, one warm-up, BENCH_ROUNDS
-// interleaved rounds of BENCH_SECONDS (bare, admit, deny), medians reported. EVALSHA calls are read
+// interleaved rounds of BENCH_SECONDS (bare; a single-limit rule, a stacked rule of three limits and a
+// sliding-window rule, every request admitted; a denied flood), medians reported. EVALSHA calls are read
 // from Redis `INFO commandstats` around each round and divided by the responses of that round.
 // Open loop: an evenly paced client at half the bare proxy's median rate, interleaved, p99 from the
 // scheduled send time (see _lib/open-loop.ts for how it keeps itself out of the measurement); the
@@ -116,6 +117,35 @@ const rulesUrl = `http://127.0.0.1:${rulesPort}`;
 for (const rule of [
   // every benchmark request from 127.0.0.1 lands in this one bucket, which never runs dry
   { name: 'bench-admit', match: { path: '/ok/**' }, limit: { capacity: 1e9, refill: 1e9, period: '1s' } },
+  // rule format v2, three limits that all admit: the stack a real deployment writes (a burst and a
+  // daily quota per API key, a cap for everyone), decided by one EVALSHA per request
+  {
+    name: 'bench-stacked',
+    match: { path: '/stacked/**' },
+    limits: [
+      {
+        name: 'burst',
+        client: { by: 'header', name: 'x-api-key' },
+        capacity: 1e9,
+        refill: 1e9,
+        period: '1s',
+      },
+      {
+        name: 'daily',
+        client: { by: 'header', name: 'x-api-key' },
+        algorithm: 'sliding-window',
+        max: 1e12,
+        window: '1d',
+      },
+      { name: 'everyone', client: { by: 'global' }, capacity: 1e9, refill: 1e9, period: '1s' },
+    ],
+  },
+  // one sliding window per client IP that never fills
+  {
+    name: 'bench-window',
+    match: { path: '/window/**' },
+    limits: [{ name: 'hourly', algorithm: 'sliding-window', max: 1e12, window: '1h' }],
+  },
   // one token a day: after the first request, a single blocked client
   { name: 'bench-deny', match: { path: '/denied/**' }, limit: { capacity: 1, refill: 1, period: '1d' } },
 ]) {
@@ -148,7 +178,11 @@ const gateway = await startPinned(
 
 const bareUrl = `http://127.0.0.1:${barePort}/ok/item`;
 const admitUrl = `http://127.0.0.1:${gatewayPort}/ok/item`;
+const stackedUrl = `http://127.0.0.1:${gatewayPort}/stacked/item`;
+const windowUrl = `http://127.0.0.1:${gatewayPort}/window/item`;
 const denyUrl = `http://127.0.0.1:${gatewayPort}/denied/item`;
+/** the stacked rule's per-key limits are keyed by this header: one API key for the whole run */
+const stackedHeaders = { 'x-api-key': 'bench-key' };
 
 async function redisStats(): Promise<{ evalsha: number; reads: number }> {
   const [commands, stats] = await Promise.all([redisClient.info('commandstats'), redisClient.info('stats')]);
@@ -156,6 +190,17 @@ async function redisStats(): Promise<{ evalsha: number; reads: number }> {
     evalsha: Number(/cmdstat_evalsha:calls=(\d+)/.exec(commands)?.[1] ?? 0),
     reads: Number(/total_reads_processed:(\d+)/.exec(stats)?.[1] ?? 0),
   };
+}
+
+/** Decisions the gateway's STORE_FAILURE policy took instead of Redis (slow or failed store calls). */
+async function gatewayFallbacks(): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('sluice_store_fallbacks_total{'))
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
 }
 
 interface RoundResult {
@@ -166,19 +211,29 @@ interface RoundResult {
   errors: number;
   /** EVALSHA calls per response */
   evalshaPerResponse: number;
+  /** gateway decisions taken by the STORE_FAILURE fallback, not Redis (0 for the bare proxy) */
+  fallbacks: number;
   /** Redis socket reads per EVALSHA (below 1: several calls arrived in one read) */
   redisReadsPerEvalsha: number;
   /** CPU µs per response, by server process */
   cpuUs: { proxy: number; upstream: number; redis: number };
 }
 
-async function cannon(url: string, seconds: number, proxyPid: number | undefined): Promise<RoundResult> {
+async function cannon(
+  url: string,
+  seconds: number,
+  proxyPid: number | undefined,
+  headers: Record<string, string> = {},
+): Promise<RoundResult> {
   // CPU time of the processes on the server CPU, charged to the scenario that ran
   const pids = { proxy: proxyPid, upstream: upstream.child.pid, redis: redis.child.pid };
   const cpuBefore = { proxy: cpuMs(pids.proxy), upstream: cpuMs(pids.upstream), redis: cpuMs(pids.redis) };
+  const viaGateway = proxyPid === gateway.child.pid;
+  const fallbacksBefore = viaGateway ? await gatewayFallbacks() : 0;
   const redisBefore = await redisStats();
-  const r = await autocannon({ url, connections: CONNECTIONS, pipelining: 1, duration: seconds });
+  const r = await autocannon({ url, headers, connections: CONNECTIONS, pipelining: 1, duration: seconds });
   const redisAfter = await redisStats();
+  const fallbacks = viaGateway ? (await gatewayFallbacks()) - fallbacksBefore : 0;
   const responses = r.requests.total;
   const perResponseUs = (pid: number | undefined, beforeMs: number) =>
     ((cpuMs(pid) - beforeMs) * 1000) / responses;
@@ -193,6 +248,7 @@ async function cannon(url: string, seconds: number, proxyPid: number | undefined
     status429,
     errors: r.errors + r.timeouts,
     evalshaPerResponse: evalsha / responses,
+    fallbacks,
     redisReadsPerEvalsha: evalsha > 0 ? (redisAfter.reads - redisBefore.reads) / evalsha : 0,
     cpuUs: {
       proxy: perResponseUs(pids.proxy, cpuBefore.proxy),
@@ -209,18 +265,41 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 // first measured round still ran slow
 await cannon(bareUrl, 3, bare.child.pid);
 await cannon(admitUrl, 3, gateway.child.pid);
+await cannon(stackedUrl, 3, gateway.child.pid, stackedHeaders);
+await cannon(windowUrl, 3, gateway.child.pid);
 await cannon(denyUrl, 2, gateway.child.pid);
 
-const scenarios = { bare: [] as RoundResult[], admit: [] as RoundResult[], deny: [] as RoundResult[] };
+const scenarios = {
+  bare: [] as RoundResult[],
+  admit: [] as RoundResult[],
+  stacked: [] as RoundResult[],
+  window: [] as RoundResult[],
+  deny: [] as RoundResult[],
+};
 for (let i = 0; i < ROUNDS; i++) {
   scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
   scenarios.admit.push(await cannon(admitUrl, SECONDS, gateway.child.pid));
+  scenarios.stacked.push(await cannon(stackedUrl, SECONDS, gateway.child.pid, stackedHeaders));
+  scenarios.window.push(await cannon(windowUrl, SECONDS, gateway.child.pid));
   scenarios.deny.push(await cannon(denyUrl, SECONDS, gateway.child.pid));
 }
 const warnings: string[] = [];
-const admitted = sum(scenarios.admit.map((r) => r.status2xx));
-const admitOther = sum(scenarios.admit.map((r) => r.responses - r.status2xx + r.errors));
-if (admitOther > 0) warnings.push(`admit rounds: ${admitOther} responses were not 2xx or failed`);
+const admittedIn = (name: 'admit' | 'stacked' | 'window') => {
+  const other = sum(scenarios[name].map((r) => r.responses - r.status2xx + r.errors));
+  if (other > 0) warnings.push(`${name} rounds: ${other} responses were not 2xx or failed`);
+  return sum(scenarios[name].map((r) => r.status2xx));
+};
+for (const name of ['admit', 'stacked', 'window', 'deny'] as const) {
+  const fallbacks = sum(scenarios[name].map((r) => r.fallbacks));
+  // a decision the fallback took costs no EVALSHA: the EVALSHA ratio of that scenario is then below 1
+  if (fallbacks > 0)
+    warnings.push(
+      `${name} rounds: ${fallbacks} decisions were taken by STORE_FAILURE=local, not Redis (Redis slower than STORE_TIMEOUT_MS)`,
+    );
+}
+const admitted = admittedIn('admit');
+const stackedAdmitted = admittedIn('stacked');
+const windowAdmitted = admittedIn('window');
 const deniedResponses = sum(scenarios.deny.map((r) => r.status429));
 const denyOther = sum(scenarios.deny.map((r) => r.responses - r.status429 + r.errors));
 if (deniedResponses === 0) warnings.push('deny rounds saw no 429');
@@ -245,6 +324,8 @@ for (const [name, runs] of [
 
 // ---- report ----
 const admitRps = median(scenarios.admit.map((r) => r.rps));
+const stackedRps = median(scenarios.stacked.map((r) => r.rps));
+const windowRps = median(scenarios.window.map((r) => r.rps));
 const denyRps = median(scenarios.deny.map((r) => r.rps));
 const fmt = (n: number, d = 0) => n.toFixed(d);
 const cpuCell = (runs: RoundResult[]) => {
@@ -270,10 +351,16 @@ console.log(
   `| gateway, every request admitted (Redis) | ${fmt(admitRps)} | ${fmt(admitRps / bareRps, 2)} | ≥ 0.80 | ${cpuCell(scenarios.admit)} |`,
 );
 console.log(
+  `| gateway, stacked rule: 3 limits (burst + daily per key, global), all admit | ${fmt(stackedRps)} | ${fmt(stackedRps / bareRps, 2)} | ≥ 0.75 | ${cpuCell(scenarios.stacked)} |`,
+);
+console.log(
+  `| gateway, sliding-window rule, every request admitted | ${fmt(windowRps)} | ${fmt(windowRps / bareRps, 2)} | | ${cpuCell(scenarios.window)} |`,
+);
+console.log(
   `| gateway, denied flood (one blocked client) | ${fmt(denyRps)} | ${fmt(denyRps / bareRps, 2)} | ≥ 2.00 | ${cpuCell(scenarios.deny)} |`,
 );
 console.log(
-  `\nper-round req/s: ${(['bare', 'admit', 'deny'] as const)
+  `\nper-round req/s: ${(['bare', 'admit', 'stacked', 'window', 'deny'] as const)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
     .join('; ')}\n`,
 );
@@ -283,7 +370,13 @@ console.log(
   `| EVALSHA per admitted request (${admitted} admitted) | ${fmt(evalshaPer(scenarios.admit), 3)} | 1 |`,
 );
 console.log(
-  `| EVALSHA per denied request (flood, ${deniedResponses} denied) | ${fmt(evalshaPer(scenarios.deny), 4)} | ~0 |`,
+  `| EVALSHA per admitted request, stacked rule (${stackedAdmitted} admitted) | ${fmt(evalshaPer(scenarios.stacked), 3)} | 1 |`,
+);
+console.log(
+  `| EVALSHA per admitted request, sliding-window rule (${windowAdmitted} admitted) | ${fmt(evalshaPer(scenarios.window), 3)} | 1 |`,
+);
+console.log(
+  `| EVALSHA per denied request (flood, ${deniedResponses} denied) | ${fmt(evalshaPer(scenarios.deny), 4)} | 0 (denial cache) |`,
 );
 console.log(
   `| Redis socket reads per EVALSHA (admit) | ${fmt(median(scenarios.admit.map((r) => r.redisReadsPerEvalsha)), 2)} | |`,

@@ -1,28 +1,19 @@
-import type { Rule, RuleInput } from '@sluice/shared';
+import { type Rule, type RuleInput, type RuleInputV1, withDefaults } from '@sluice/shared';
 import { describe, expect, it } from 'vitest';
 import { changedFields, formatPlan, planChanges } from './plan.js';
 
-/** A rule as the API would return it for `input` (defaults filled in). */
+/** A rule as the API would return it for `input` (defaults filled in, the way the API fills them). */
 function stored(input: RuleInput, version = 1): Rule {
   return {
     id: `00000000-0000-4000-8000-${String(version).padStart(12, '0')}`,
-    name: input.name,
-    ...(input.description !== undefined ? { description: input.description } : {}),
-    match: input.match,
-    client: input.client ?? { by: 'ip' },
-    limit: input.limit,
-    cost: input.cost ?? 1,
-    maxDebt: input.maxDebt ?? input.limit.capacity,
-    enabled: input.enabled ?? true,
-    shadow: input.shadow ?? false,
-    priority: input.priority ?? 0,
+    ...withDefaults(input),
     version,
     createdAt: '2026-11-25T12:00:00.000Z',
     updatedAt: '2026-11-25T12:00:00.000Z',
   };
 }
 
-const perIp: RuleInput = {
+const perIp: RuleInputV1 = {
   name: 'per-ip',
   match: { path: '/api/**' },
   limit: { capacity: 5, refill: 5, period: '1m' },
@@ -74,8 +65,184 @@ describe('changedFields', () => {
   });
 });
 
+/** A stacked rule as a user writes it: burst and daily per key, a cap for everyone. */
+const stacked: RuleInput = {
+  name: 'orders',
+  match: { path: '/orders/**', headers: { 'x-tier': 'free' }, clientIps: ['203.0.113.0/24', '198.51.100.7'] },
+  limits: [
+    { name: 'burst', client: { by: 'header', name: 'x-api-key' }, capacity: 5, refill: 1, period: '1s' },
+    {
+      name: 'daily',
+      client: { by: 'header', name: 'x-api-key' },
+      algorithm: 'sliding-window',
+      max: 1000,
+      window: '1d',
+    },
+    { name: 'everyone', client: { by: 'global' }, capacity: 100, refill: 100, period: '1s' },
+  ],
+};
+const limitsOf = (input: RuleInput) => input.limits ?? [];
+/** `stacked` with limit `name` replaced by `edit(limit)` (or dropped when `edit` returns undefined). */
+function withLimit(
+  name: string,
+  edit: (
+    limit: NonNullable<RuleInput['limits']>[number],
+  ) => NonNullable<RuleInput['limits']>[number] | undefined,
+  input: RuleInput = stacked,
+): RuleInput {
+  return {
+    ...input,
+    limits: limitsOf(input).flatMap((limit) => {
+      if (limit.name !== name) return [limit];
+      const edited = edit(limit);
+      return edited === undefined ? [] : [edited];
+    }),
+  };
+}
+
+describe('changedFields on stacked rules (limits)', () => {
+  it('finds no change in a stacked rule spelled differently', () => {
+    expect(changedFields(stacked, stored(stacked))).toEqual([]);
+    const respelled: RuleInput = {
+      ...stacked,
+      match: {
+        path: '/orders/**',
+        headers: { 'X-Tier': 'free' },
+        clientIps: ['198.51.100.7/32', '203.0.113.0/24', '198.51.100.7'],
+        caseInsensitive: false,
+      },
+      cost: 1,
+      limits: [
+        {
+          name: 'burst',
+          client: { by: 'header', name: 'X-API-Key' },
+          algorithm: 'token-bucket',
+          capacity: 5,
+          refill: 1,
+          period: 1000,
+          maxDebt: 5,
+          cost: 1,
+        },
+        { ...limitsOf(stacked)[1]!, window: '24h' },
+        { ...limitsOf(stacked)[2]!, period: '1000ms' },
+      ],
+    };
+    expect(changedFields(respelled, stored(stacked))).toEqual([]);
+  });
+
+  it('names the field inside the limit that changed, by limit name', () => {
+    expect(
+      changedFields(
+        withLimit('burst', (l) => ({ ...l, capacity: 10 })),
+        stored(stacked),
+      ),
+    ).toEqual(['limits.burst.capacity', 'limits.burst.maxDebt']);
+    expect(
+      changedFields(
+        withLimit('daily', (l) => ({ ...l, window: '1h' })),
+        stored(stacked),
+      ),
+    ).toEqual(['limits.daily.window']);
+    expect(
+      changedFields(
+        withLimit('everyone', (l) => ({ ...l, client: { by: 'ip' } })),
+        stored(stacked),
+      ),
+    ).toEqual(['limits.everyone.client']);
+  });
+
+  it("compares each limit's real cost: its own, else the rule's", () => {
+    expect(changedFields({ ...stacked, cost: 2 }, stored(stacked))).toEqual([
+      'limits.burst.cost',
+      'limits.daily.cost',
+      'limits.everyone.cost',
+    ]);
+    const ownCost = withLimit('daily', (l) => ({ ...l, cost: 2 }));
+    expect(changedFields(ownCost, stored(stacked))).toEqual(['limits.daily.cost']);
+    expect(
+      changedFields(
+        withLimit('daily', (l) => ({ ...l, cost: 2 }), { ...stacked, cost: 2 }),
+        stored(
+          withLimit(
+            'burst',
+            (l) => ({ ...l, cost: 2 }),
+            withLimit('everyone', (l) => ({ ...l, cost: 2 }), ownCost),
+          ),
+        ),
+      ),
+    ).toEqual([]);
+  });
+
+  it('names a limit added, removed or renamed as a whole, and a new order', () => {
+    const withoutDaily = withLimit('daily', () => undefined);
+    expect(changedFields(stacked, stored(withoutDaily))).toEqual(['limits.daily (added)']);
+    expect(changedFields(withoutDaily, stored(stacked))).toEqual(['limits.daily (removed)']);
+    const renamed = withLimit('daily', (l) => ({ ...l, name: 'per-day' }));
+    expect(changedFields(renamed, stored(stacked))).toEqual(['limits.per-day (renamed from daily)']);
+    const renamedAndChanged = withLimit('daily', (l) => ({ ...l, name: 'per-day', max: 5 }));
+    expect(changedFields(renamedAndChanged, stored(stacked))).toEqual([
+      'limits.per-day (added)',
+      'limits.daily (removed)',
+    ]);
+    const reordered: RuleInput = { ...stacked, limits: [...limitsOf(stacked)].reverse() };
+    expect(changedFields(reordered, stored(stacked))).toEqual(['limits (order)']);
+  });
+
+  it('names header and client-IP conditions; header names in lower case, IP lists as sets', () => {
+    const freeToPaid: RuleInput = { ...stacked, match: { ...stacked.match, headers: { 'X-Tier': 'paid' } } };
+    expect(changedFields(freeToPaid, stored(stacked))).toEqual(['match.headers.x-tier']);
+    const extraHeader: RuleInput = {
+      ...stacked,
+      match: { ...stacked.match, headers: { 'x-tier': 'free', 'X-Region': 'eu' } },
+    };
+    expect(changedFields(extraHeader, stored(stacked))).toEqual(['match.headers.x-region']);
+    const otherIps: RuleInput = { ...stacked, match: { ...stacked.match, clientIps: ['203.0.113.0/24'] } };
+    expect(changedFields(otherIps, stored(stacked))).toEqual(['match.clientIps']);
+    const notIps: RuleInput = { ...stacked, match: { ...stacked.match, notClientIps: ['10.0.0.0/8'] } };
+    expect(changedFields(notIps, stored(stacked))).toEqual(['match.notClientIps']);
+    const folded: RuleInput = { ...stacked, match: { ...stacked.match, caseInsensitive: true } };
+    expect(changedFields(folded, stored(stacked))).toEqual(['match.caseInsensitive']);
+  });
+
+  it('names a change of form once, with the fields every form shares', () => {
+    expect(changedFields({ ...stacked, priority: 3 }, stored({ ...perIp, name: 'orders' }))).toEqual([
+      'limits (was limit)',
+      'match.path',
+      'match.headers.x-tier',
+      'match.clientIps',
+      'priority',
+    ]);
+    const exempt: RuleInput = { name: 'orders', match: stacked.match, unlimited: true };
+    expect(changedFields(exempt, stored(stacked))).toEqual(['unlimited (was limits)']);
+    expect(changedFields(stacked, stored(exempt))).toEqual(['limits (was unlimited)']);
+  });
+});
+
+describe('changedFields on exemptions (unlimited)', () => {
+  const partner: RuleInput = {
+    name: 'partner',
+    match: { path: '/orders/**', headers: { 'x-partner': 'acme' } },
+    unlimited: true,
+    priority: 10,
+  };
+
+  it('finds no change in the same exemption, and names what differs', () => {
+    expect(changedFields(partner, stored(partner))).toEqual([]);
+    expect(changedFields({ ...partner, priority: 1, enabled: false }, stored(partner))).toEqual([
+      'enabled',
+      'priority',
+    ]);
+    expect(
+      changedFields(
+        { ...partner, match: { ...partner.match, headers: { 'x-partner': 'globex' } } },
+        stored(partner),
+      ),
+    ).toEqual(['match.headers.x-partner']);
+  });
+});
+
 describe('planChanges', () => {
-  const other: RuleInput = {
+  const other: RuleInputV1 = {
     name: 'other',
     match: { path: '/o' },
     limit: { capacity: 1, refill: 1, period: '1s' },

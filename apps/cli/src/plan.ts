@@ -2,8 +2,19 @@
  * What `rules apply` would do: a pure diff, by rule name, of the rules a file wants against the rules
  * the API has. Comparison is on the normalised writable fields (defaults filled in, so a file that
  * leaves `cost` out equals a stored `cost: 1`), which makes a second apply of the same file a no-op.
+ * Works for every form of rule: `limit` (format 1), `limits` (format 2) and `unlimited`.
  */
-import { parseDuration, type Rule, type RuleFields, type RuleInput, withDefaults } from '@sluice/shared';
+import { isIP } from 'node:net';
+import {
+  type Client,
+  parseDuration,
+  type Rule,
+  type RuleFields,
+  type RuleFieldsV2,
+  type RuleInput,
+  type RuleLimit,
+  withDefaults,
+} from '@sluice/shared';
 
 export type PlanStep =
   /** in the file, not on the server */
@@ -34,45 +45,173 @@ export interface Plan {
   hasChanges: boolean;
 }
 
-/** The writable fields of a stored rule, as a rule input. */
-export function writableFields(rule: Rule): RuleInput {
+/** The writable fields of a stored rule (what a rules file can say about it). */
+export function writableFields(rule: Rule): RuleFields {
   const { id: _id, version: _version, createdAt: _createdAt, updatedAt: _updatedAt, ...fields } = rule;
   return fields;
 }
 
-/** Compares meaning, not spelling: `"60s"` equals `"1m"`, method order and `[]` vs absent do not matter. */
-function comparable(fields: RuleFields): Record<string, unknown> {
+/** A field's meaning, flattened to something `===` can compare. */
+type Meaning = string | number | boolean | undefined;
+
+/**
+ * Flattens a rule to `field → meaning`, comparing meaning, not spelling: `"60s"` equals `"1m"` and
+ * `60000`, method order and `[]` vs absent do not matter, IP lists are sets, header names are lower
+ * case (`withDefaults` does that), `caseInsensitive: false` equals absent, and a limit's cost is the one
+ * it really takes (its own, else the rule's). Limits are keyed by name, so `limits.daily.window` names
+ * one limit's field whatever its position.
+ */
+function comparable(fields: RuleFields): Record<string, Meaning> {
   const methods = [...new Set(fields.match.methods ?? [])].sort();
-  return {
+  const out: Record<string, Meaning> = {
     description: fields.description ?? undefined,
     'match.path': fields.match.path,
     'match.methods': methods.length === 0 ? undefined : methods.join(','),
     'match.host': fields.match.host ?? undefined,
-    client: fields.client.by === 'header' ? `header:${fields.client.name}` : fields.client.by,
-    'limit.capacity': fields.limit.capacity,
-    'limit.refill': fields.limit.refill,
-    'limit.period': periodMs(fields.limit.period),
-    cost: fields.cost,
-    maxDebt: fields.maxDebt,
+  };
+  for (const [name, value] of Object.entries(fields.match.headers ?? {})) {
+    out[`match.headers.${name.toLowerCase()}`] = value;
+  }
+  Object.assign(out, {
+    'match.clientIps': ipSet(fields.match.clientIps),
+    'match.notClientIps': ipSet(fields.match.notClientIps),
+    'match.caseInsensitive': fields.match.caseInsensitive === true ? true : undefined,
     enabled: fields.enabled,
     shadow: fields.shadow,
     priority: fields.priority,
-  };
+  });
+  if ('unlimited' in fields) return out;
+  // not enforced yet (the API refuses them), but a stored rule may carry them one day: never ignore them
+  out.charge = fields.charge === undefined ? undefined : JSON.stringify(fields.charge);
+  out.refund = fields.refund === undefined ? undefined : JSON.stringify(fields.refund);
+  out.mode = fields.mode === 'lease' ? 'lease' : undefined;
+  if ('limit' in fields) {
+    out.client = clientMeaning(fields.client);
+    out['limit.capacity'] = fields.limit.capacity;
+    out['limit.refill'] = fields.limit.refill;
+    out['limit.period'] = durationMs(fields.limit.period);
+    out.cost = fields.cost;
+    out.maxDebt = fields.maxDebt;
+    return out;
+  }
+  for (const limit of fields.limits) {
+    const at = `limits.${limit.name}`;
+    out[`${at}.client`] = clientMeaning(limit.client);
+    out[`${at}.algorithm`] = limit.algorithm;
+    switch (limit.algorithm) {
+      case 'token-bucket':
+        out[`${at}.capacity`] = limit.capacity;
+        out[`${at}.refill`] = limit.refill;
+        out[`${at}.period`] = durationMs(limit.period);
+        out[`${at}.maxDebt`] = limit.maxDebt;
+        out[`${at}.cost`] = limit.cost ?? fields.cost;
+        break;
+      case 'sliding-window':
+        out[`${at}.max`] = limit.max;
+        out[`${at}.window`] = durationMs(limit.window);
+        out[`${at}.cost`] = limit.cost ?? fields.cost;
+        break;
+      case 'concurrency':
+        out[`${at}.max`] = limit.max;
+        break;
+    }
+  }
+  return out;
 }
 
-function periodMs(period: string | number): number | string {
+function clientMeaning(client: Client): string {
+  return client.by === 'header' ? `header:${(client.name ?? '').toLowerCase()}` : client.by;
+}
+
+/** An IP list as a set: order, repeats and the spelling of a single address (`/32`, `/128`, hex case) do not matter. */
+function ipSet(values: readonly string[] | undefined): string | undefined {
+  if (values === undefined) return undefined;
+  const nets = values.map((value) => {
+    const lower = value.toLowerCase();
+    const [address = lower, prefix] = lower.split('/');
+    const family = isIP(address);
+    const full = family === 4 ? '32' : family === 6 ? '128' : undefined;
+    return prefix === undefined || prefix === full ? address : `${address}/${prefix}`;
+  });
+  return [...new Set(nets)].sort().join(',');
+}
+
+function durationMs(value: string | number): number | string {
   try {
-    return parseDuration(period);
+    return parseDuration(value);
   } catch {
-    return String(period); // the server should never hold one; compare literally rather than fail
+    return String(value); // the server should never hold one; compare literally rather than fail
   }
 }
 
-/** Names of the fields whose meaning differs, e.g. `['limit.capacity', 'shadow']`; empty when equal. */
+/** Which form a rule has: its limits' key, or `unlimited`. */
+function formOf(fields: RuleFields): 'limit' | 'limits' | 'unlimited' {
+  return 'unlimited' in fields ? 'unlimited' : 'limit' in fields ? 'limit' : 'limits';
+}
+
+/**
+ * What changed about the limits of two format-2 rules, by name: `limits.daily (added)`,
+ * `limits.burst (removed)`, `limits.per-day (renamed from daily)` (a removed and an added limit that
+ * are equal but for their name: its counts start afresh), `limits (order)` (headers list limits in
+ * the rule's order, and the 429 names the first that denies).
+ */
+function limitSetChanges(want: RuleFieldsV2, have: RuleFieldsV2): { changes: string[]; whole: Set<string> } {
+  const wantNames = want.limits.map((l) => l.name);
+  const haveNames = have.limits.map((l) => l.name);
+  const added = want.limits.filter((l) => !haveNames.includes(l.name));
+  const removed = have.limits.filter((l) => !wantNames.includes(l.name));
+  const changes: string[] = [];
+  // names whose limit is reported as a whole; their fields are not listed one by one
+  const whole = new Set([...added, ...removed].map((l) => l.name));
+  for (const limit of added) {
+    const meaning = limitMeaning(want, limit);
+    const i = removed.findIndex((old) => limitMeaning(have, old) === meaning);
+    if (i === -1) {
+      changes.push(`limits.${limit.name} (added)`);
+      continue;
+    }
+    changes.push(`limits.${limit.name} (renamed from ${removed[i]!.name})`);
+    removed.splice(i, 1);
+  }
+  for (const limit of removed) changes.push(`limits.${limit.name} (removed)`);
+  const kept = wantNames.filter((n) => haveNames.includes(n));
+  if (kept.join('\0') !== haveNames.filter((n) => wantNames.includes(n)).join('\0')) {
+    changes.push('limits (order)');
+  }
+  return { changes, whole };
+}
+
+/** One limit's meaning without its name, to recognise a rename. */
+function limitMeaning(fields: RuleFieldsV2, limit: RuleLimit): string {
+  const flat = comparable({ ...fields, limits: [{ ...limit, name: '' }] });
+  return JSON.stringify(Object.entries(flat).filter(([key]) => key.startsWith('limits..')));
+}
+
+/**
+ * Names of the fields whose meaning differs, e.g. `['limit.capacity', 'shadow']`,
+ * `['limits.burst.capacity', 'limits.daily (added)', 'match.headers.x-tier']`; empty when equal.
+ */
 export function changedFields(desired: RuleInput, current: Rule | RuleInput): string[] {
-  const want = comparable(withDefaults(desired));
-  const have = comparable(withDefaults('id' in current ? writableFields(current as Rule) : current));
-  return Object.keys(want).filter((field) => want[field] !== have[field]);
+  const wantFields = withDefaults(desired);
+  const haveFields = 'id' in current ? writableFields(current) : withDefaults(current);
+  const want = comparable(wantFields);
+  const have = comparable(haveFields);
+  const wantForm = formOf(wantFields);
+  const haveForm = formOf(haveFields);
+  const sameForm = wantForm === haveForm;
+  const { changes: setChanges, whole } =
+    'limits' in wantFields && 'limits' in haveFields
+      ? limitSetChanges(wantFields, haveFields)
+      : { changes: [], whole: new Set<string>() };
+  const formSpecific = /^(client|limit\.|limits\.|cost$|maxDebt$)/;
+  const fields = [...new Set([...Object.keys(want), ...Object.keys(have)])].filter((field) => {
+    if (want[field] === have[field]) return false;
+    if (!sameForm && formSpecific.test(field)) return false;
+    const limitName = /^limits\.([^.]+)\./.exec(field)?.[1];
+    return limitName === undefined || !whole.has(limitName);
+  });
+  const formChange = sameForm ? [] : [`${wantForm} (was ${haveForm})`];
+  return [...formChange, ...fields, ...setChanges];
 }
 
 export function planChanges(

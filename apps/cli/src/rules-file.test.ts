@@ -1,4 +1,4 @@
-import type { Rule } from '@sluice/shared';
+import { type Rule, type RuleInput, withDefaults } from '@sluice/shared';
 import { describe, expect, it } from 'vitest';
 import { changedFields } from './plan.js';
 import { formatRulesFile, parseRulesFile, RulesFileError } from './rules-file.js';
@@ -121,5 +121,121 @@ describe('formatRulesFile', () => {
     expect(changedFields(parsed[1]!, rule)).toEqual([]);
     expect(changedFields(parsed[0]!, other)).toEqual([]);
     expect(parseRulesFile(formatRulesFile([rule, other], 'json'), 'json')).toEqual(parsed);
+  });
+
+  /** What the API returns for `input`. */
+  const asStored = (input: RuleInput, n: number): Rule => ({
+    id: `00000000-0000-4000-8000-00000000000${n}`,
+    ...withDefaults(input),
+    version: 1,
+    createdAt: '2026-11-25T12:00:00.000Z',
+    updatedAt: '2026-11-25T12:00:00.000Z',
+  });
+  const stacked: RuleInput = {
+    name: 'orders',
+    description: 'burst and daily per key, a cap for everyone',
+    match: {
+      path: '/orders/**',
+      methods: ['GET', 'POST'],
+      headers: { 'X-Tier': 'free' },
+      clientIps: ['203.0.113.0/24', '2001:db8::/32'],
+      notClientIps: ['203.0.113.9'],
+      caseInsensitive: true,
+    },
+    limits: [
+      { name: 'burst', client: { by: 'header', name: 'X-Api-Key' }, capacity: 5, refill: 1, period: '1s' },
+      {
+        name: 'daily',
+        client: { by: 'header', name: 'x-api-key' },
+        algorithm: 'sliding-window',
+        max: 1000,
+        window: '1d',
+        cost: 2,
+      },
+      { name: 'everyone', client: { by: 'global' }, capacity: 100, refill: 100, period: 1000, maxDebt: 0 },
+    ],
+    cost: 3,
+    priority: 5,
+  };
+  const partner: RuleInput = {
+    name: 'orders-partner',
+    match: { path: '/orders/**', headers: { 'x-partner': 'acme' } },
+    unlimited: true,
+    priority: 10,
+  };
+
+  it('writes stacked rules and exemptions as a person writes them, and reads them back equal', () => {
+    const rules = [asStored(stacked, 1), asStored(partner, 2)];
+    const yaml = formatRulesFile(rules, 'yaml');
+    // defaults left out: no algorithm token-bucket, no maxDebt equal to capacity, no client by ip
+    expect(yaml).not.toMatch(/token-bucket|maxDebt: 5|by: ip|enabled|shadow|version|id:/);
+    // one line per limit, as in docs/rules.md
+    expect(yaml).toContain(
+      '      - { name: burst, client: { by: header, name: x-api-key }, capacity: 5, refill: 1, period: 1s }',
+    );
+    expect(yaml).toContain(
+      '    match: { path: /orders/**, headers: { x-partner: acme } }\n    unlimited: true\n    priority: 10',
+    );
+    const parsed = parseRulesFile(yaml, 'yaml');
+    expect(parsed).toEqual([
+      {
+        name: 'orders',
+        description: 'burst and daily per key, a cap for everyone',
+        match: {
+          path: '/orders/**',
+          methods: ['GET', 'POST'],
+          headers: { 'x-tier': 'free' },
+          clientIps: ['203.0.113.0/24', '2001:db8::/32'],
+          notClientIps: ['203.0.113.9'],
+          caseInsensitive: true,
+        },
+        limits: [
+          {
+            name: 'burst',
+            client: { by: 'header', name: 'x-api-key' },
+            capacity: 5,
+            refill: 1,
+            period: '1s',
+          },
+          {
+            name: 'daily',
+            client: { by: 'header', name: 'x-api-key' },
+            algorithm: 'sliding-window',
+            max: 1000,
+            window: '1d',
+            cost: 2,
+          },
+          {
+            name: 'everyone',
+            client: { by: 'global' },
+            capacity: 100,
+            refill: 100,
+            period: 1000,
+            maxDebt: 0,
+          },
+        ],
+        cost: 3,
+        priority: 5,
+      },
+      partner,
+    ]);
+    expect(changedFields(parsed[0]!, rules[0]!)).toEqual([]);
+    expect(changedFields(parsed[1]!, rules[1]!)).toEqual([]);
+    expect(parseRulesFile(formatRulesFile(rules, 'json'), 'json')).toEqual(parsed);
+  });
+
+  it('reports a bad duration inside a limit with what is wrong with it', () => {
+    const problems = problemsOf(`rules:
+  - name: s
+    match: { path: /s }
+    limits:
+      - { name: day, algorithm: sliding-window, max: 5, window: a day }
+`);
+    expect(problems).toEqual([
+      {
+        where: 'rules[0] (s).limits.0.window',
+        message: '"a day" is not a duration like "500ms", "1s", "1m", "1h" or "1d"',
+      },
+    ]);
   });
 });

@@ -11,6 +11,9 @@ import {
   type Rule,
   type RuleFields,
   type RuleInput,
+  type RuleLimit,
+  type RuleLimitInput,
+  type RuleMatch,
   validateRuleInput,
 } from '@sluice/shared';
 import { Document, isMap, isSeq, parseDocument } from 'yaml';
@@ -85,10 +88,7 @@ export function parseRulesFile(text: string, format: RulesFileFormat, source = '
     if (!result.ok) {
       for (const e of result.errors) {
         const where = e.field === '(body)' ? label : `${label}.${e.field}`;
-        problems.push({
-          where,
-          message: e.field === 'limit.period' ? periodMessage(entry, e.message) : e.message,
-        });
+        problems.push({ where, message: durationMessage(entry, e.field, e.message) });
       }
       return;
     }
@@ -104,12 +104,19 @@ export function parseRulesFile(text: string, format: RulesFileFormat, source = '
   return rules;
 }
 
-/** The schema says "must match a schema in anyOf" for a bad period; the duration parser says why. */
-function periodMessage(entry: unknown, fallback: string): string {
-  const period = (entry as { limit?: { period?: unknown } }).limit?.period;
-  if (typeof period !== 'string' && typeof period !== 'number') return fallback;
+/** Fields holding a duration: `limit.period`, `limits.1.period`, `limits.0.window`. */
+const DURATION_FIELD = /^(limit\.period|limits\.\d+\.(period|window))$/;
+
+/** The schema says "must match a schema in anyOf" for a bad duration; the duration parser says why. */
+function durationMessage(entry: unknown, field: string, fallback: string): string {
+  if (!DURATION_FIELD.test(field)) return fallback;
+  let value: unknown = entry;
+  for (const key of field.split('.')) {
+    value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+  }
+  if (typeof value !== 'string' && typeof value !== 'number') return fallback;
   try {
-    parseDuration(period);
+    parseDuration(value);
   } catch (err) {
     if (err instanceof DurationError) return err.message;
   }
@@ -137,37 +144,72 @@ function parseText(text: string, format: RulesFileFormat, source: string): unkno
 
 /**
  * The writable fields of a stored rule as a file entry, in a stable key order, leaving out fields
- * equal to their default (cost 1, maxDebt = capacity, enabled, not shadow, priority 0, client by ip)
- * so exported files stay short. Applying the result changes nothing.
+ * equal to their default (cost 1, maxDebt = capacity, client by ip, algorithm token-bucket, enabled,
+ * not shadow, priority 0, `caseInsensitive: false`) so exported files read as a person writes them.
+ * Applying the result changes nothing. Every form: `limit`, `limits` and `unlimited`.
  */
 export function toFileEntry(rule: Rule | RuleFields): RuleInput {
-  const entry: RuleInput = { name: rule.name, match: { path: rule.match.path }, limit: { ...rule.limit } };
-  if (rule.description !== undefined && rule.description !== null) entry.description = rule.description;
-  if (rule.match.methods !== undefined && rule.match.methods.length > 0)
-    entry.match.methods = rule.match.methods;
-  if (rule.match.host !== undefined && rule.match.host !== null) entry.match.host = rule.match.host;
-  if (rule.client.by !== 'ip') entry.client = { ...rule.client };
-  if (rule.cost !== 1) entry.cost = rule.cost;
-  if (rule.maxDebt !== rule.limit.capacity) entry.maxDebt = rule.maxDebt;
+  // key order as in docs/rules.md, so diffs of exported files read naturally
+  const entry: RuleInput = {
+    name: rule.name,
+    ...(rule.description !== undefined && rule.description !== null ? { description: rule.description } : {}),
+    match: matchEntry(rule.match),
+  };
+  if ('unlimited' in rule) {
+    entry.unlimited = true;
+  } else if ('limit' in rule) {
+    if (rule.client.by !== 'ip') entry.client = { ...rule.client };
+    entry.limit = { ...rule.limit };
+    if (rule.cost !== 1) entry.cost = rule.cost;
+    if (rule.maxDebt !== rule.limit.capacity) entry.maxDebt = rule.maxDebt;
+  } else {
+    entry.limits = rule.limits.map(limitEntry);
+    if (rule.cost !== 1) entry.cost = rule.cost;
+  }
+  if (!('unlimited' in rule)) {
+    if (rule.charge !== undefined) entry.charge = { ...rule.charge };
+    if (rule.refund !== undefined) entry.refund = { statuses: [...rule.refund.statuses] };
+    if (rule.mode !== undefined && rule.mode !== 'exact') entry.mode = rule.mode;
+  }
   if (!rule.enabled) entry.enabled = false;
   if (rule.shadow) entry.shadow = true;
   if (rule.priority !== 0) entry.priority = rule.priority;
-  // key order as in SPEC §2, so diffs of exported files read naturally
-  const { name, description, match, client, limit, cost, maxDebt, enabled, shadow, priority } = entry;
-  return Object.fromEntries(
-    Object.entries({
-      name,
-      description,
-      match,
-      client,
-      limit,
-      cost,
-      maxDebt,
-      enabled,
-      shadow,
-      priority,
-    }).filter(([, v]) => v !== undefined),
-  ) as RuleInput;
+  return entry;
+}
+
+function matchEntry(match: RuleMatch): RuleMatch {
+  const entry: RuleMatch = { path: match.path };
+  if (match.methods !== undefined && match.methods.length > 0) entry.methods = [...match.methods];
+  if (match.host !== undefined && match.host !== null) entry.host = match.host;
+  if (match.headers !== undefined) entry.headers = { ...match.headers };
+  if (match.clientIps !== undefined) entry.clientIps = [...match.clientIps];
+  if (match.notClientIps !== undefined) entry.notClientIps = [...match.notClientIps];
+  if (match.caseInsensitive === true) entry.caseInsensitive = true;
+  return entry;
+}
+
+function limitEntry(limit: RuleLimit): RuleLimitInput {
+  const entry: RuleLimitInput = { name: limit.name };
+  if (limit.client.by !== 'ip') entry.client = { ...limit.client };
+  if (limit.algorithm !== 'token-bucket') entry.algorithm = limit.algorithm;
+  switch (limit.algorithm) {
+    case 'token-bucket':
+      entry.capacity = limit.capacity;
+      entry.refill = limit.refill;
+      entry.period = limit.period;
+      if (limit.maxDebt !== limit.capacity) entry.maxDebt = limit.maxDebt;
+      if (limit.cost !== undefined) entry.cost = limit.cost;
+      break;
+    case 'sliding-window':
+      entry.max = limit.max;
+      entry.window = limit.window;
+      if (limit.cost !== undefined) entry.cost = limit.cost;
+      break;
+    case 'concurrency':
+      entry.max = limit.max;
+      break;
+  }
+  return entry;
 }
 
 /** A rules file holding `rules`, sorted by name. */
@@ -177,14 +219,19 @@ export function formatRulesFile(rules: ReadonlyArray<Rule | RuleFields>, format:
     .map(toFileEntry);
   if (format === 'json') return `${JSON.stringify({ rules: entries }, null, 2)}\n`;
   const doc = new Document({ rules: entries });
-  // `match`, `client` and `limit` on one line each, as people write them: `limit: { capacity: 5, … }`
+  // `match`, `client`, `limit` and each of `limits` on one line, as people write them:
+  // `limit: { capacity: 5, … }`, `- { name: burst, capacity: 20, … }`
   const list = doc.get('rules', true);
   if (isSeq(list)) {
     for (const item of list.items) {
       if (!isMap(item)) continue;
-      for (const key of ['match', 'client', 'limit']) {
+      for (const key of ['match', 'client', 'limit', 'charge', 'refund']) {
         const value = item.get(key, true);
         if (isMap(value)) value.flow = true;
+      }
+      const limits = item.get('limits', true);
+      if (isSeq(limits)) {
+        for (const limit of limits.items) if (isMap(limit)) limit.flow = true;
       }
     }
   }

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Rule, RuleInput } from '@sluice/shared';
+import type { Rule, RuleInput, RuleInputV1 } from '@sluice/shared';
 import { REPO_ROOT, startRulesApi, type TestRulesApi } from '@sluice/test-support';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -64,7 +64,11 @@ async function byName(): Promise<Record<string, Rule>> {
   return Object.fromEntries((await client.listRules()).map((r) => [r.name, r]));
 }
 
-const a: RuleInput = { name: 'a', match: { path: '/a/**' }, limit: { capacity: 5, refill: 5, period: '1m' } };
+const a: RuleInputV1 = {
+  name: 'a',
+  match: { path: '/a/**' },
+  limit: { capacity: 5, refill: 5, period: '1m' },
+};
 const b: RuleInput = {
   name: 'b',
   description: 'per key, spelled loosely',
@@ -73,11 +77,34 @@ const b: RuleInput = {
   limit: { capacity: 10, refill: 1, period: '60s' },
   cost: 8,
 };
-const c: RuleInput = {
+const c: RuleInputV1 = {
   name: 'c',
   match: { path: '/c/*' },
   client: { by: 'global' },
   limit: { capacity: 100, refill: 10, period: 1500 },
+};
+
+/** A stacked rule spelled loosely (mixed-case names, ms durations), and an exemption above it. */
+const stacked: RuleInput = {
+  name: 'orders',
+  match: { path: '/orders/**', headers: { 'X-Tier': 'free' }, notClientIps: ['10.0.0.0/8', '192.0.2.1'] },
+  limits: [
+    { name: 'burst', client: { by: 'header', name: 'X-Api-Key' }, capacity: 5, refill: 1, period: 1000 },
+    {
+      name: 'daily',
+      client: { by: 'header', name: 'x-api-key' },
+      algorithm: 'sliding-window',
+      max: 1000,
+      window: '24h',
+    },
+    { name: 'everyone', client: { by: 'global' }, capacity: 100, refill: 100, period: '1s', cost: 2 },
+  ],
+};
+const partner: RuleInput = {
+  name: 'orders-partner',
+  match: { path: '/orders/**', clientIps: ['203.0.113.0/24'], caseInsensitive: true },
+  unlimited: true,
+  priority: 10,
 };
 
 describe('apply', () => {
@@ -95,6 +122,30 @@ describe('apply', () => {
     expect(second.code).toBe(EXIT.OK);
     expect(second.stdout).toContain('0 to create, 0 to update, 0 to delete, 3 unchanged.');
     expect(second.stdout).toContain('Nothing to do.');
+    expect(await snapshotVersion()).toBe(version);
+    expect(await byName()).toEqual(rules);
+  });
+
+  it('applies a stacked rule and an exemption, and re-applies the same file as a no-op', async () => {
+    const file = await rulesFile([stacked, partner, a]);
+    const first = await cli(['apply', file]);
+    expect(first.code, first.stderr).toBe(EXIT.OK);
+    expect(first.stdout).toContain('3 to create');
+    const rules = await byName();
+    expect(rules.orders).toMatchObject({
+      match: { headers: { 'x-tier': 'free' } },
+      limits: [
+        { name: 'burst', client: { by: 'header', name: 'x-api-key' }, algorithm: 'token-bucket', maxDebt: 5 },
+        { name: 'daily', algorithm: 'sliding-window', window: '24h' },
+        { name: 'everyone', client: { by: 'global' }, cost: 2 },
+      ],
+    });
+    expect(rules['orders-partner']).toMatchObject({ unlimited: true, priority: 10 });
+
+    const version = await snapshotVersion();
+    const second = await cli(['apply', file]);
+    expect(second.code, second.stderr).toBe(EXIT.OK);
+    expect(second.stdout).toContain('0 to create, 0 to update, 0 to delete, 3 unchanged.');
     expect(await snapshotVersion()).toBe(version);
     expect(await byName()).toEqual(rules);
   });
@@ -165,6 +216,45 @@ describe('dry run', () => {
   });
 });
 
+describe('dry run of stacked rules', () => {
+  it('names what changed inside the limits and the conditions', async () => {
+    await cli(['apply', await rulesFile([stacked, partner])]);
+    const before = await byName();
+    const limits = stacked.limits ?? [];
+    const edited: RuleInput = {
+      ...stacked,
+      match: {
+        ...stacked.match,
+        headers: { 'x-tier': 'paid' },
+        notClientIps: ['192.0.2.1/32', '10.0.0.0/8'],
+      },
+      limits: [
+        { ...limits[0]!, capacity: 10, maxDebt: 5 },
+        { ...limits[1]!, window: '1h' },
+        {
+          name: 'monthly',
+          client: { by: 'header', name: 'x-api-key' },
+          algorithm: 'sliding-window',
+          max: 9,
+          window: '30d',
+        },
+        limits[2]!,
+      ],
+    };
+    const result = await cli([
+      'apply',
+      '--dry-run',
+      await rulesFile([edited, { ...partner, match: { ...partner.match, clientIps: ['203.0.113.0/25'] } }]),
+    ]);
+    expect(result.code, result.stderr).toBe(EXIT.OK);
+    expect(result.stdout).toMatch(
+      /~ update\s+orders\s+\(match\.headers\.x-tier, limits\.burst\.capacity, limits\.daily\.window, limits\.monthly \(added\)\)/,
+    );
+    expect(result.stdout).toMatch(/~ update\s+orders-partner\s+\(match\.clientIps\)/);
+    expect(await byName()).toEqual(before);
+  });
+});
+
 describe('conflicts', () => {
   it('reports a rule edited between plan and write, keeps the edit, and still applies the rest', async () => {
     await cli(['apply', await rulesFile([a, b, c])]);
@@ -223,6 +313,8 @@ describe('export', () => {
         limit: { capacity: 1.5, refill: 0.5, period: '1h' },
         shadow: true,
       },
+      stacked,
+      { ...partner, enabled: false },
     ];
     for (const rule of many) await client.createRule(rule);
     const version = await snapshotVersion();
@@ -232,13 +324,13 @@ describe('export', () => {
       expect(exported.code, exported.stderr).toBe(EXIT.OK);
       const again = await cli(['apply', '--prune', out]);
       expect(again.code, again.stderr).toBe(EXIT.OK);
-      expect(again.stdout).toContain('0 to create, 0 to update, 0 to delete, 4 unchanged.');
+      expect(again.stdout).toContain('0 to create, 0 to update, 0 to delete, 6 unchanged.');
     }
     expect(await snapshotVersion()).toBe(version);
 
     const stdout = await cli(['export']);
     const names = (parseYaml(stdout.stdout) as { rules: Array<{ name: string }> }).rules.map((r) => r.name);
-    expect(names).toEqual(['a', 'b', 'c', 'z.shadow_1']);
+    expect(names).toEqual(['a', 'b', 'c', 'orders', 'orders-partner', 'z.shadow_1']);
     expect(stdout.stdout).not.toMatch(/version|createdAt|id:/);
   });
 });
@@ -302,15 +394,16 @@ describe('pnpm rules', () => {
   it('runs the CLI with `pnpm -w rules` from any directory of the repository, resolving paths from there', async () => {
     const applied = await pnpmRules(['apply', 'demo-rules.yaml'], `${REPO_ROOT}apps/demo`);
     expect(applied.code, applied.stderr).toBe(0);
-    expect(applied.stdout).toContain('5 to create');
+    expect(applied.stdout).toContain('6 to create');
     const exported = await pnpmRules(['export'], REPO_ROOT);
     expect(exported.code, exported.stderr).toBe(0);
     const rules = (parseYaml(exported.stdout) as { rules: RuleInput[] }).rules;
     expect(rules.map((r) => r.name)).toEqual([
       'demo-expensive',
       'demo-global',
+      'demo-orders',
+      'demo-orders-partner',
       'demo-per-ip',
-      'demo-per-key',
       'demo-shadow',
     ]);
   });

@@ -1,6 +1,6 @@
-/** The text the demo prints once everything is ready: where things are, and three commands to try. */
+/** The text the demo prints once everything is ready: where things are, and four examples to try. */
 import { toFileEntry } from '@sluice/cli';
-import type { Rule } from '@sluice/shared';
+import type { Rule, RuleLimit } from '@sluice/shared';
 import { style } from './output.js';
 
 export interface BannerInfo {
@@ -15,6 +15,9 @@ export interface BannerInfo {
   seedSummary: string;
   /** the rule the burst and PUT examples use, as the API has it now */
   perIpRule: Rule | undefined;
+  /** the stacked rule and the exemption the 4th example uses, as the API has them now */
+  ordersRule?: Rule | undefined;
+  partnerRule?: Rule | undefined;
 }
 
 /** Single-quotes a string for POSIX shells. */
@@ -23,7 +26,8 @@ function shellQuote(text: string): string {
 }
 
 export function banner(info: BannerInfo): string {
-  const rule = info.perIpRule;
+  // the examples fit a single-bucket rule; one edited into another form gets the generic wording
+  const rule = info.perIpRule !== undefined && 'limit' in info.perIpRule ? info.perIpRule : undefined;
   const hello = `${info.gatewayUrl}/api/hello`;
   const burst = rule ? Math.ceil(rule.limit.capacity) : 5;
   const line = style('cyan', '─'.repeat(78));
@@ -35,6 +39,7 @@ export function banner(info: BannerInfo): string {
     `  Gateway        ${info.gatewayUrl}   (proxies to the demo upstream ${info.upstreamUrl})`,
     `  Gateway admin  ${info.adminUrl}   (/healthz /readyz /metrics)`,
     `  Rules API      ${info.rulesApiUrl}   (API docs: ${info.rulesApiUrl}/docs)`,
+    `  Console        ${info.rulesApiUrl}/console   (sign in with the admin token)`,
     `  Admin token    ${style('bold', info.adminToken)}`,
     `  Data           ${info.dataDir}   (tokens in ${info.tokensPath})`,
     `  Demo rules     ${info.seedSummary}`,
@@ -68,6 +73,7 @@ export function banner(info: BannerInfo): string {
       '',
     );
   }
+  lines.push(...stackedExample(info));
   lines.push(
     style('bold', '  Keep rules in git:'),
     `     RULES_API_URL=${info.rulesApiUrl} RULES_API_TOKEN=${info.adminToken} pnpm -s rules export > rules.yaml`,
@@ -78,4 +84,67 @@ export function banner(info: BannerInfo): string {
     '',
   );
   return lines.join('\n');
+}
+
+/**
+ * The 4th example: the stacked rule's headers (one item per limit), a burst that ends in a 429 naming
+ * the limit, and the exemption. Numbers and names come from the rules as the API has them now.
+ */
+function stackedExample(info: BannerInfo): string[] {
+  const orders = info.ordersRule;
+  if (orders === undefined || !('limits' in orders)) return [];
+  const burstLimit = orders.limits[0];
+  if (burstLimit === undefined || burstLimit.algorithm !== 'token-bucket') return [];
+  const burst = Math.ceil(burstLimit.capacity);
+  const keyHeader = burstLimit.client.by === 'header' ? burstLimit.client.name : undefined;
+  const url = `${info.gatewayUrl}${examplePath(orders.match.path, '/api/orders/42')}`;
+  const key = keyHeader ? ` -H '${keyHeader}: alice'` : '';
+  const lines = [
+    style('bold', `  4) Stacked limits: "${orders.name}" counts every request against all of its limits`),
+    ...orders.limits.map((limit) => `       ${describeLimit(limit)}`),
+    `     One RateLimit item per limit, named "<rule>.<limit>":`,
+    `     curl -si${key} ${url} | grep -i '^ratelimit'`,
+    `     Past the burst of ${burst}${keyHeader ? ' (each key has its own)' : ''}: a 429 naming the limit ("limit":"${burstLimit.name}"),`,
+    `     and a denied request charges none of the limits: the daily quota counts only the 200s`,
+    `     for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code} '${key} ${url}; done; echo; curl -si${key} ${url}`,
+  ];
+  const partner = info.partnerRule;
+  const headers = partner && 'unlimited' in partner ? Object.entries(partner.match.headers ?? {}) : [];
+  if (partner !== undefined && headers.length > 0) {
+    const sent = headers.map(([name, value]) => ` -H ${shellQuote(`${name}: ${value}`)}`).join('');
+    lines.push(
+      `     The exemption "${partner.name}" wins (priority ${partner.priority}): 200 and no RateLimit headers, however often`,
+      `     curl -si${key}${sent} ${url} | grep -i -e '^HTTP' -e '^ratelimit'`,
+    );
+  }
+  lines.push('');
+  return lines;
+}
+
+/** One line per limit: `burst: 5 per x-api-key, 1 more every 1s (token bucket)`. */
+function describeLimit(limit: RuleLimit): string {
+  const whose =
+    limit.client.by === 'header'
+      ? `per ${limit.client.name}`
+      : limit.client.by === 'ip'
+        ? 'per client IP'
+        : 'for all clients together';
+  switch (limit.algorithm) {
+    case 'token-bucket':
+      return `${limit.name}: ${limit.capacity} ${whose}, ${limit.refill} more every ${duration(limit.period)} (token bucket)`;
+    case 'sliding-window':
+      return `${limit.name}: ${limit.max} ${whose} in any ${duration(limit.window)} (sliding window)`;
+    case 'concurrency':
+      return `${limit.name}: ${limit.max} at once ${whose}`;
+  }
+}
+
+/** A duration as written; a number is milliseconds. */
+const duration = (value: string | number) => (typeof value === 'number' ? `${value}ms` : value);
+
+/** A request path the rule takes: `/api/orders/**` → `/api/orders/42`; a path with `*` inside → `fallback`. */
+function examplePath(rulePath: string, fallback: string): string {
+  const prefix = rulePath.endsWith('/**') ? rulePath.slice(0, -3) : rulePath;
+  if (prefix.includes('*')) return fallback;
+  return prefix === rulePath ? rulePath : `${prefix}/42`;
 }

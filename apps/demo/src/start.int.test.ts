@@ -1,7 +1,7 @@
 /**
  * Runs the demo the way `pnpm start` does (`node apps/demo/dist/start.js` after `pnpm build`) on free
- * ports and a temporary DATA_DIR: a 200 then a 429 through the gateway, a clean stop on SIGTERM, and a
- * restart that finds its rules, token and edits again without duplicating anything.
+ * ports and a temporary DATA_DIR: a 200 then a 429 through the gateway, the stacked rule's headers and
+ * 429 and the exemption, a clean stop on SIGTERM, and a restart that finds its rules, token and edits again without duplicating anything.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -103,7 +103,7 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
   const adminUrl = printed(out, 'Gateway admin');
   firstToken = printed(out, 'Admin token');
   expect(out).toMatch(
-    /Demo rules +created demo-expensive, demo-global, demo-per-ip, demo-per-key, demo-shadow/,
+    /Demo rules +created demo-expensive, demo-global, demo-orders, demo-orders-partner, demo-per-ip, demo-shadow/,
   );
 
   const ok = await fetch(`${gateway}/api/hello`);
@@ -122,11 +122,45 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
   expect(await denied!.json()).toMatchObject({ statusCode: 429, rule: 'demo-per-ip' });
   expect((await fetch(`${adminUrl}/metrics`)).status).toBe(200);
 
+  // the stacked rule: one RateLimit item per limit, and a burst that ends in a 429 naming the limit
+  const orders = `${gateway}/api/orders/42`;
+  const alice = { 'x-api-key': 'alice' };
+  const first = await fetch(orders, { headers: alice });
+  expect(first.status).toBe(200);
+  await first.body?.cancel();
+  expect(first.headers.get('ratelimit-policy')).toBe(
+    '"demo-orders.burst";q=5;w=5, "demo-orders.daily";q=100;w=86400, "demo-orders.everyone";q=30;w=60',
+  );
+  expect(first.headers.get('ratelimit')).toMatch(
+    /^"demo-orders\.burst";r=4;t=\d+, "demo-orders\.daily";r=99;t=\d+, "demo-orders\.everyone";r=29;t=\d+$/,
+  );
+  let burstDenied: Response | undefined;
+  for (let i = 0; i < 10 && !burstDenied; i++) {
+    const res = await fetch(orders, { headers: alice });
+    if (res.status === 429) burstDenied = res;
+    else await res.body?.cancel();
+  }
+  expect(burstDenied?.status).toBe(429);
+  expect(await burstDenied!.json()).toMatchObject({ statusCode: 429, rule: 'demo-orders', limit: 'burst' });
+  // another key has its own burst
+  const bob = await fetch(orders, { headers: { 'x-api-key': 'bob' } });
+  expect(bob.status).toBe(200);
+  await bob.body?.cancel();
+
+  // the exemption: the same exhausted key, with the partner header, is not limited at all
+  const exempt = await fetch(orders, { headers: { ...alice, 'x-partner': 'acme' } });
+  expect(exempt.status).toBe(200);
+  await exempt.body?.cancel();
+  expect(exempt.headers.get('ratelimit')).toBeNull();
+  expect(exempt.headers.get('ratelimit-policy')).toBeNull();
+
   // an edit over REST, which the restart below must keep
   const auth = { authorization: `Bearer ${firstToken}` };
   const rules = ((await (await fetch(`${rulesApi}/rules`, { headers: auth })).json()) as { items: Rule[] })
     .items;
-  const shadow = rules.find((r) => r.name === 'demo-shadow')!;
+  const shadow = rules.find((r) => r.name === 'demo-shadow');
+  if (shadow === undefined || !('limit' in shadow))
+    throw new Error('demo-shadow is not a single-bucket rule');
   const put = await fetch(`${rulesApi}/rules/${shadow.id}`, {
     method: 'PUT',
     headers: { ...auth, 'content-type': 'application/json', 'if-match': `"${shadow.version}"` },
@@ -152,7 +186,7 @@ it('restarts on the same DATA_DIR with the same token and rules, edits kept, not
   await demo.waitFor(READY_LINE, 90_000);
   const out = demo.output();
   expect(printed(out, 'Admin token')).toBe(firstToken);
-  expect(out).toMatch(/Demo rules +5 rules already there, kept as they are/);
+  expect(out).toMatch(/Demo rules +6 rules already there, kept as they are/);
   const rulesApi = printed(out, 'Rules API');
   const rules = (
     (await (
@@ -164,8 +198,9 @@ it('restarts on the same DATA_DIR with the same token and rules, edits kept, not
   expect(rules.map((r) => r.name)).toEqual([
     'demo-expensive',
     'demo-global',
+    'demo-orders',
+    'demo-orders-partner',
     'demo-per-ip',
-    'demo-per-key',
     'demo-shadow',
   ]);
   expect(rules.find((r) => r.name === 'demo-shadow')).toMatchObject({ limit: { capacity: 4 }, version: 2 });

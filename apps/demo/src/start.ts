@@ -189,7 +189,8 @@ async function main(): Promise<void> {
   const gateway = startService('gateway', settings);
   await waitUntilReady(gateway, `${serviceUrl(settings, ports.admin)}/readyz`);
 
-  const perIpRule = (await admin.listRules()).find((r) => r.name === 'demo-per-ip');
+  const rules = await admin.listRules();
+  const named = (name: string) => rules.find((r) => r.name === name);
   say(
     banner({
       gatewayUrl: serviceUrl(settings, ports.gateway),
@@ -201,7 +202,9 @@ async function main(): Promise<void> {
       dataDir,
       refreshSeconds: DEMO_REFRESH_SECONDS,
       seedSummary,
-      perIpRule,
+      perIpRule: named('demo-per-ip'),
+      ordersRule: named('demo-orders'),
+      partnerRule: named('demo-orders-partner'),
     }),
   );
 }

@@ -21,11 +21,15 @@ import Fastify, {
 import { fastifyTrustProxy, type GatewayConfig } from './config.js';
 import { DenialCache } from './denial-cache.js';
 import { clientErrorResponse, errorBody } from './errors.js';
+import { LimiterEvents } from './events.js';
 import { GatewayMetrics } from './metrics.js';
 import { admitRequest, registerProxies, rewriteTarget } from './proxy.js';
 import { RateLimiter } from './rate-limit.js';
 import { RulesCache } from './rules-cache.js';
 import { GuardedStore } from './store-policy.js';
+
+/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (SPEC §5), ms. */
+export const SLOT_LEASE_MARGIN_MS = 5_000;
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */
 const REDIS_CONNECT_WAIT_MS = 2_000;
@@ -59,6 +63,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   readonly rules: RulesCache;
   readonly store: GuardedStore;
+  /** what the limiter decided and settled, for subscribers */
+  readonly events: LimiterEvents;
   /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
@@ -122,10 +128,14 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   });
   const denials = new DenialCache(config.denialCacheSize);
   metrics.denialCacheSize = () => denials.size;
+  const events = new LimiterEvents();
+  events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
   const limiter = new RateLimiter({
     store,
     denials,
     metrics,
+    events,
+    slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
     trustProxy: config.trustProxy !== false,
     bodyLimitBytes: config.bodyLimitBytes,
     now: deps.now,
@@ -191,6 +201,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
     rules,
     store,
+    events,
     async start() {
       await proxyRoutes;
       rules.start();

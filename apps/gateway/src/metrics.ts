@@ -56,6 +56,13 @@ export class GatewayMetrics {
     },
   });
 
+  readonly settlements = new Counter({
+    name: 'sluice_settlements_total',
+    help: 'Ends of exchanges sent to the store, by kind (refund, charge, release: slots only) and result (ok, error)',
+    labelNames: ['kind', 'result'] as const,
+    registers: [this.registry],
+  });
+
   /** The counter cell of one (rule, decision); the same cell for the same labels. */
   requestCell(rule: string, decision: RequestDecision): RequestCounterCell {
     const id = `${decision}\0${rule}`;

@@ -181,8 +181,30 @@ const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (headers
   if (request && (request.raw as GatewayRawRequest)[kLimited]) {
     delete headers.ratelimit;
     delete headers['ratelimit-policy'];
+    // the upstream's price of the request is for the gateway only (SPEC §5)
+    const exchange = request.exchange;
+    const chargeHeader = exchange?.rule.charge?.header;
+    if (chargeHeader !== undefined) {
+      exchange!.chargeHeader = headers[chargeHeader];
+      delete headers[chargeHeader];
+    }
   }
   return headers;
+};
+
+/** The upstream answered: the exchange learns the status (refund, charge) and, for bytes, counts the body. */
+const onUpstreamResponse: NonNullable<ReplyHooks['onResponse']> = (request, reply, res) => {
+  const exchange = request.exchange;
+  if (exchange !== null) {
+    exchange.responded(res.statusCode);
+    if (exchange.countsBytes) {
+      // a listener beside the pipe: the body streams untouched (pausing the pipe pauses this too)
+      res.stream.on('data', (chunk: Buffer) => {
+        exchange.bytes += chunk.length;
+      });
+    }
+  }
+  reply.send(res.stream);
 };
 
 /** Error codes of a connection that never got a response: the upstream is unreachable (502). */
@@ -279,6 +301,8 @@ function takes(upstream: UpstreamConfig, host: string | undefined, path: string)
  */
 export async function registerProxies(app: FastifyInstance, options: ProxyOptions): Promise<void> {
   const { metrics, bodyLimitBytes, upstreamTimeoutMs } = options;
+  // the typed per-request context of an admitted request's lifecycle (exchange.ts)
+  if (!app.hasRequestDecorator('exchange')) app.decorateRequest('exchange', null);
 
   // Bodies are never parsed: they stream to the upstream as they arrive (and only once admitted).
   app.removeAllContentTypeParsers();
@@ -315,6 +339,7 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
       const codes = errorCodes(error);
       if (codes.some((c) => TIMEOUT_CODES.has(c))) {
         upstreamErrors.timeout.inc();
+        reply.request.exchange?.failed(504);
         reply
           .code(504)
           .send(
@@ -327,6 +352,7 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
       }
       const unreachable = codes.some((c) => UNREACHABLE_CODES.has(c));
       (unreachable ? upstreamErrors.unreachable : upstreamErrors.error).inc();
+      reply.request.exchange?.failed(502);
       reply.log.warn({ err: error, upstream: name }, 'upstream request failed');
       reply
         .code(502)
@@ -358,6 +384,7 @@ export async function registerProxies(app: FastifyInstance, options: ProxyOption
       replyOptions: {
         rewriteRequestHeaders: stripRequestHeaders,
         rewriteHeaders: stripResponseHeaders,
+        onResponse: onUpstreamResponse,
         onError,
         // never replay a request on the client's behalf (reply-from retries GETs on a 503 by default)
         retryDelay: () => null,

@@ -9,8 +9,10 @@
  * A v1 rule is one limit named "" (headers and 429 body exactly as before); a v2 rule has one item
  * per limit in its headers and names the first denying limit in its 429 body.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
+  type CompiledCharge,
   type CompiledLimit,
   type CompiledRule,
   type CompiledRuleSet,
@@ -27,6 +29,8 @@ import type { Counter } from 'prom-client';
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey, socketIpKey } from './client-key.js';
 import { type DenialCache, denialKey } from './denial-cache.js';
 import { errorBody, GatewayError } from './errors.js';
+import type { LimiterEvents } from './events.js';
+import { Exchange, type SettleSink } from './exchange.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
 import { closeIfBodyPending, hostOf, markLimited, targetOf } from './proxy.js';
 import type { RuleSetSnapshot } from './rules-cache.js';
@@ -36,6 +40,11 @@ import { type GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-
 interface LimitRuntime {
   /** '' for a v1 rule's single limit */
   readonly name: string;
+  /**
+   * the name in the store key: the limit's name, `<name>:slots` for a concurrency limit (a sorted set,
+   * never under the key a string state of the same limit name had before an edit of its algorithm)
+   */
+  readonly keyName: string;
   readonly spec: LimitSpec;
   readonly cost: number;
   readonly clientBy: CompiledLimit['clientBy'];
@@ -57,6 +66,13 @@ interface RuleRuntime {
   /** per limit: the 429 body up to its `retryAfter` number (a v2 body names the denying limit) */
   readonly denyBodyPrefixes: readonly string[];
   readonly unavailableBody: string;
+  /** `charge`, compiled; undefined: the cost stands */
+  readonly charge: CompiledCharge | undefined;
+  readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** has a concurrency limit */
+  readonly hasSlots: boolean;
+  /** an admitted request needs an exchange (slots, charge or refund) */
+  readonly settles: boolean;
   readonly allowed: RequestCounterCell;
   readonly denied: RequestCounterCell;
   readonly shadowDenied: RequestCounterCell;
@@ -75,6 +91,9 @@ export interface RateLimiterOptions {
   bodyLimitBytes: number;
   /** monotonic clock in ms for decision timing (default `performance.now`) */
   now?: () => number;
+  /** how long a concurrency slot this gateway takes is held at most: UPSTREAM_TIMEOUT_MS + 5 s */
+  slotLeaseMs: number;
+  events: LimiterEvents;
 }
 
 export class RateLimiter {
@@ -86,6 +105,11 @@ export class RateLimiter {
   readonly #now: () => number;
   readonly #unlimited: RequestCounterCell;
   readonly #cachedDenials: Counter;
+  readonly #slotLeaseMs: number;
+  readonly #settle: SettleSink;
+  /** slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request */
+  readonly #leasePrefix = `${randomUUID()}:`;
+  #leaseCounter = 0;
   #rules: CompiledRuleSet | undefined;
   #runtimes = new Map<CompiledRule, RuleRuntime>();
   /** bumped on every rule-set change, so a decision for an old rule set is not remembered in the new one */
@@ -100,6 +124,15 @@ export class RateLimiter {
     this.#now = options.now ?? (() => performance.now());
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
+    this.#slotLeaseMs = options.slotLeaseMs;
+    const store = options.store;
+    const events = options.events;
+    this.#settle = (rule, kind, decision, settlements) => {
+      store.settle(decision, settlements).then(
+        () => events.settled({ rule, kind, ok: true }),
+        () => events.settled({ rule, kind, ok: false }),
+      );
+    };
   }
 
   /** Swaps in a new rule set: precomputes its per-rule values and forgets every remembered denial. */
@@ -167,11 +200,12 @@ export class RateLimiter {
     }
     const checks: LimitCheck[] = [];
     for (const limit of rule.limits) {
-      checks.push({
-        key: limitKey('', rule.id, limit.name, this.#clientKey(limit, request)),
-        spec: limit.spec,
-        cost: limit.cost,
-      });
+      const key = limitKey('', rule.id, limit.keyName, this.#clientKey(limit, request));
+      checks.push(
+        limit.spec.algorithm === 'concurrency'
+          ? { key, spec: limit.spec, cost: 1, leaseId: this.#leasePrefix + ++this.#leaseCounter }
+          : { key, spec: limit.spec, cost: limit.cost },
+      );
     }
     const cacheKey = denialKey(checks);
     markLimited(raw);
@@ -180,7 +214,7 @@ export class RateLimiter {
     const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
-      this.#apply(rule, cached, raw, reply, done);
+      this.#apply(rule, cached, checks, reply, done);
       return;
     }
     const generation = this.#generation;
@@ -188,10 +222,15 @@ export class RateLimiter {
       .acquire(checks)
       .then(
         (decision) => {
-          if (!decision.allowed && generation === this.#generation && !this.#store.isFallback(decision)) {
+          if (
+            !decision.allowed &&
+            generation === this.#generation &&
+            !this.#store.isFallback(decision) &&
+            !(rule.hasSlots && slotDenied(checks, decision))
+          ) {
             this.#denials.remember(cacheKey, decision, checks, sentAtMs);
           }
-          this.#apply(rule, decision, raw, reply, done);
+          this.#apply(rule, decision, checks, reply, done);
         },
         (error: unknown) => done(error as Error),
       )
@@ -215,10 +254,11 @@ export class RateLimiter {
   #apply(
     rule: RuleRuntime,
     decision: Decision,
-    raw: IncomingMessage,
+    checks: readonly LimitCheck[],
     reply: FastifyReply,
     done: HookHandlerDoneFunction,
   ): void {
+    const raw = reply.request.raw;
     reply.header('ratelimit-policy', rule.policyHeader);
     if (decision === UNAVAILABLE_DECISION) {
       rule.unavailable.inc();
@@ -229,6 +269,8 @@ export class RateLimiter {
     if (decision !== OPEN_DECISION) reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
     if (decision.allowed) {
       rule.allowed.inc();
+      // charged by a store: its exchange settles at the end (a decision no store took has no limits)
+      if (rule.settles && decision.limits.length > 0) this.#openExchange(rule, decision, checks, reply);
       proceed(raw, reply, done);
       return;
     }
@@ -247,10 +289,26 @@ export class RateLimiter {
       .send(`${rule.denyBodyPrefixes[decision.deniedIndex] ?? rule.denyBodyPrefixes[0]}${retryAfterSec}}`);
   }
 
+  /** The admitted request's exchange: `end()` runs once its response is over, whichever way. */
+  #openExchange(
+    rule: RuleRuntime,
+    decision: Decision,
+    checks: readonly LimitCheck[],
+    reply: FastifyReply,
+  ): void {
+    const exchange = new Exchange(rule, checks, decision, this.#now(), this.#settle, this.#now);
+    reply.request.exchange = exchange;
+    const response = reply.raw;
+    // the client may have gone while the store decided: 'close' has been emitted already
+    if (response.closed) exchange.end();
+    else response.once('close', () => exchange.end());
+  }
+
   #runtimeOf(compiled: CompiledRule): RuleRuntime {
     const name = compiled.name;
     const metrics = this.#metrics;
     const message = `rate limit of rule "${name}" exceeded`;
+    const hasSlots = compiled.limits.some((limit) => limit.spec.algorithm === 'concurrency');
     const bodyStart = `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},`;
     return {
       id: compiled.id,
@@ -259,7 +317,12 @@ export class RateLimiter {
       unlimited: compiled.unlimited,
       limits: compiled.limits.map((limit) => ({
         name: limit.name,
-        spec: limit.spec,
+        keyName: limit.spec.algorithm === 'concurrency' ? `${limit.name}:slots` : limit.name,
+        // the slot's expiry is this gateway's to set (SPEC §5)
+        spec:
+          limit.spec.algorithm === 'concurrency'
+            ? Object.freeze({ ...limit.spec, leaseMs: this.#slotLeaseMs })
+            : limit.spec,
         cost: limit.cost,
         clientBy: limit.clientBy,
         clientHeader: limit.clientHeader,
@@ -271,6 +334,10 @@ export class RateLimiter {
           ? `${bodyStart}"retryAfter":`
           : `${bodyStart}"limit":${JSON.stringify(limit.name)},"retryAfter":`,
       ),
+      charge: compiled.charge,
+      refundStatuses: compiled.refundStatuses,
+      hasSlots,
+      settles: hasSlots || compiled.charge !== undefined || compiled.refundStatuses !== undefined,
       unavailableBody: JSON.stringify(
         errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
       ),
@@ -281,6 +348,14 @@ export class RateLimiter {
       unlimitedCell: metrics.requestCell(name, 'unlimited'),
     };
   }
+}
+
+/** A concurrency limit denied: never remembered, since a slot may come back any moment. */
+function slotDenied(checks: readonly LimitCheck[], decision: Decision): boolean {
+  for (let i = 0; i < checks.length; i++) {
+    if (checks[i]!.spec.algorithm === 'concurrency' && !decision.limits[i]!.allowed) return true;
+  }
+  return false;
 }
 
 /**

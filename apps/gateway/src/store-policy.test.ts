@@ -2,7 +2,14 @@
  * The circuit breaker and the failure policies, over a scripted store (a `Store` whose answers the
  * test decides) and the real in-process store. Real Redis failures are in test/store-failure.int.test.ts.
  */
-import { type Decision, type LimitCheck, MemoryStore, type Store, StoreError } from '@sluice/shared';
+import {
+  type Decision,
+  type LimitCheck,
+  MemoryStore,
+  type SettledLimit,
+  type Store,
+  StoreError,
+} from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { GatewayMetrics } from './metrics.js';
@@ -31,6 +38,9 @@ class ScriptedStore implements Store {
     this.calls++;
     if (this.failing) throw new StoreError('STORE_UNAVAILABLE', 'down');
     return ADMIT;
+  }
+  async settle(): Promise<SettledLimit[]> {
+    return [];
   }
   async close(): Promise<void> {}
 }

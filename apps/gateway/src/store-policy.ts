@@ -13,7 +13,7 @@
  * `enableOfflineQueue: false`) or no answer within STORE_TIMEOUT_MS (ioredis' `commandTimeout`),
  * so no request ever waits longer than the timeout. State changes are logged once, not per request.
  */
-import type { Decision, LimitCheck, Store } from '@sluice/shared';
+import type { Decision, LimitCheck, SettledLimit, Settlement, Store } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import type { StoreFailurePolicy } from './config.js';
 import type { BreakerStateValue, GatewayMetrics } from './metrics.js';
@@ -118,6 +118,18 @@ export class GuardedStore {
         return this.#fallback(checks);
       },
     );
+  }
+
+  /**
+   * The end of an exchange, on the store that took `decision` (the in-process one for a decision the
+   * `local` policy took); nothing for a decision no store took (`open`, `closed`). It does not move the
+   * breaker: a settlement that fails is lost (a slot then expires by itself), and admission decides
+   * whether the store is healthy.
+   */
+  settle(decision: Decision, settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+    if (decision === OPEN_DECISION || decision === UNAVAILABLE_DECISION) return Promise.resolve([]);
+    const store = this.#fallbackDecisions.has(decision) ? this.#local! : this.#primary;
+    return store.settle(settlements);
   }
 
   async close(): Promise<void> {

@@ -208,7 +208,7 @@ describe('gateways on the cluster', () => {
       ],
     } as unknown as RuleBody);
     await rulesReached(...pair);
-    const burstKey = (client: string) => `${PREFIX}{${rule.id}:h:${client}}:burst`;
+    const burstKey = (client: string) => `${PREFIX}{${rule.id}:header:${client}}:burst`;
     const globalKey = `${PREFIX}{${rule.id}:global}:everyone`;
     const balance = async (key: string) => {
       const state = await admin.get(key);
@@ -234,6 +234,35 @@ describe('gateways on the cluster', () => {
     const fresh = await http(pair[1]!.port, '/stacked/x', { headers: { 'x-client': 'b' } });
     expect(fresh.status).toBe(429);
     expect(await balance(burstKey('b'))).toBeNull();
+  });
+
+  it('settle a refund across slots, one call per slot group', async () => {
+    const rule = await api.createRule({
+      name: 'refunded',
+      match: { path: '/headers/**' },
+      limits: [
+        { name: 'burst', client: { by: 'header', name: 'x-client' }, capacity: 5, refill: 1, period: '1h' },
+        { name: 'everyone', client: { by: 'global' }, capacity: 5, refill: 1, period: '1h' },
+      ],
+      refund: { statuses: ['5xx'] },
+    } as unknown as RuleBody);
+    await rulesReached(...pair);
+    const balance = async (key: string) => Number((await admin.get(key))?.split(' ')[0] ?? Number.NaN);
+    const burstKey = `${PREFIX}{${rule.id}:header:r}:burst`;
+    const globalKey = `${PREFIX}{${rule.id}:global}:everyone`;
+    expect((await http(pair[0]!.port, '/headers/x', { headers: { 'x-client': 'r' } })).status).toBe(200);
+    expect(await balance(burstKey)).toBeCloseTo(4, 2);
+    expect(await balance(globalKey)).toBeCloseTo(4, 2);
+    // a 503 from the upstream gives both limits their charge back (two slots: two settle calls)
+    const refunded = await http(pair[0]!.port, '/headers/x?status=503', { headers: { 'x-client': 'r' } });
+    expect(refunded.status).toBe(503);
+    await waitFor(
+      async () =>
+        Math.abs((await balance(burstKey)) - 4) < 0.01 && Math.abs((await balance(globalKey)) - 4) < 0.01,
+      2_000,
+      'the refund of both limits',
+    );
+    expect(await metric(pair[0]!, 'sluice_settlements_total', { kind: 'refund', result: 'error' })).toBe(0);
   });
 
   it('follow a slot migrated under load without a wrong decision', async () => {
@@ -337,7 +366,7 @@ describe('a master SIGKILLed under load', () => {
       'decisions on Redis again',
     );
     for (let i = 0; i < 20; i++) {
-      expect(await admin.exists(`${PREFIX}{${rule.id}:h:after-${i}}`)).toBe(1);
+      expect(await admin.exists(`${PREFIX}{${rule.id}:header:after-${i}}`)).toBe(1);
     }
   }, 45_000);
 });

@@ -8,12 +8,14 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
+import { consoleRoutes } from './console/routes.js';
 import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
+import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
 import { SHARED_SCHEMAS } from './rules/schemas.js';
@@ -174,11 +176,15 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(healthRoutes, { database, timeoutMs: config.dbTimeoutMs });
-  await app.register(rulesRoutes, {
-    repository,
-    snapshots: new SnapshotCache(repository, config.snapshotCacheMs),
-    auth: { adminToken: config.adminToken, readToken: config.readToken, authDisabled: config.authDisabled },
-  });
+  const snapshots = new SnapshotCache(repository, config.snapshotCacheMs);
+  const auth = {
+    adminToken: config.adminToken,
+    readToken: config.readToken,
+    authDisabled: config.authDisabled,
+  };
+  await app.register(rulesRoutes, { repository, snapshots, auth });
+  await app.register(explainRoutes, { snapshots, auth });
+  await app.register(consoleRoutes);
 
   return app;
 }

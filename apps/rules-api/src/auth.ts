@@ -35,8 +35,14 @@ export function bearerToken(header: string | undefined): string | undefined {
 /** Methods the read-only token may use. */
 const READ_METHODS = new Set(['GET', 'HEAD']);
 
-/** An `onRequest` hook for the protected routes: sets `request.actor` or answers 401/403. */
-export function requireToken(options: AuthOptions): onRequestAsyncHookHandler {
+/**
+ * An `onRequest` hook for the protected routes: sets `request.actor` or answers 401/403.
+ * `access: 'read'` marks routes that only read whatever their method (`POST /rules/explain`).
+ */
+export function requireToken(
+  options: AuthOptions,
+  access: 'by-method' | 'read' = 'by-method',
+): onRequestAsyncHookHandler {
   const admin = options.adminToken === undefined ? undefined : digest(options.adminToken);
   const read = options.readToken === undefined ? undefined : digest(options.readToken);
 
@@ -58,7 +64,7 @@ export function requireToken(options: AuthOptions): onRequestAsyncHookHandler {
       reply.header('www-authenticate', `${WWW_AUTHENTICATE}, error="invalid_token"`);
       throw new UnauthorizedError('invalid bearer token');
     }
-    if (!isAdmin && !READ_METHODS.has(request.method)) throw new ForbiddenError();
+    if (!isAdmin && access !== 'read' && !READ_METHODS.has(request.method)) throw new ForbiddenError();
     request.actor = isAdmin ? 'admin' : 'read';
   };
 }

@@ -1,5 +1,6 @@
 export * from './config/env-vars.js';
 export * from './config/read-env.js';
+export * from './http/client-key.js';
 export * from './http/error-body.js';
 export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
@@ -25,5 +26,6 @@ export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
 export * from './rules/duration.js';
+export * from './rules/explain.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';

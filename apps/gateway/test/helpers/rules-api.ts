@@ -19,6 +19,44 @@ export interface RuleBody {
   priority?: number;
 }
 
+/** A rule in format v2 (`limits`, conditions, `unlimited`), as tests write it. */
+export interface RuleBodyV2 {
+  name: string;
+  match: {
+    path: string;
+    methods?: string[];
+    host?: string;
+    headers?: Record<string, string>;
+    clientIps?: string[];
+    notClientIps?: string[];
+  };
+  limits?: (
+    | {
+        name: string;
+        client?: RuleBody['client'];
+        algorithm?: 'token-bucket';
+        capacity: number;
+        refill: number;
+        period: string | number;
+        maxDebt?: number;
+        cost?: number;
+      }
+    | {
+        name: string;
+        client?: RuleBody['client'];
+        algorithm: 'sliding-window';
+        max: number;
+        window: string | number;
+        cost?: number;
+      }
+  )[];
+  unlimited?: boolean;
+  cost?: number;
+  enabled?: boolean;
+  shadow?: boolean;
+  priority?: number;
+}
+
 export interface StoredRule extends RuleBody {
   id: string;
   version: number;
@@ -26,7 +64,7 @@ export interface StoredRule extends RuleBody {
 
 export interface RulesApi {
   url: string;
-  createRule(body: RuleBody): Promise<StoredRule>;
+  createRule(body: RuleBody | RuleBodyV2): Promise<StoredRule>;
   updateRule(id: string, body: RuleBody): Promise<StoredRule>;
   deleteRule(id: string): Promise<void>;
   snapshotVersion(): Promise<number>;

@@ -67,7 +67,7 @@ describe('acquire.lua: several limits in one call', () => {
     const { store } = redis;
     const client = store.client;
     const key = `${redis.prefix}{x:y}`;
-    await expect(client.sluiceAcquire(1, key, 'settle', '', '', '1')).rejects.toThrow(/unknown operation/);
+    await expect(client.sluiceAcquire(1, key, 'release', '', '', '1')).rejects.toThrow(/unknown operation/);
     await expect(client.sluiceAcquire(1, key, 'acquire', '', '', '1', 'leaky', '1')).rejects.toThrow(
       /unknown algorithm/,
     );

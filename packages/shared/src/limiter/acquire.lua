@@ -5,16 +5,18 @@ of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at t
 
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag
-ARGV[1]   operation: "acquire" (the only one today; settling a cost and giving back a concurrency
-          slot will be further operations of this script)
+ARGV[1]   operation: "acquire" (admission) or "settle" (the end of an exchange)
 ARGV[2]   nowMs      TESTS ONLY. Empty = the clock is Redis `TIME`. Production never passes it: time
                      is the store's clock, never a gateway's.
 ARGV[3]   minTtlMs   TESTS ONLY. Empty = none. A floor on every written key's time to live, so a test
                      walking a simulated clock does not see keys expire in real time. (Expiry only
                      removes state that no longer matters, so keeping it longer changes nothing.)
 ARGV[4]   n          the number of checks; must equal #KEYS
-ARGV[5..] per check k, in order: algorithm name, cost (> 0), then the algorithm's `arity` numbers
-          (documented at the top of its snippet)
+ARGV[5..] "acquire", per check k, in order: algorithm name, cost (> 0), then the algorithm's `arity`
+          values (documented at the top of its snippet).
+          "settle", per settlement k, in order: algorithm name, its `arity` values, delta (the real
+          cost minus the admitted one: > 0 charged on top, < 0 given back; 0 for concurrency),
+          admittedAtMs (the acquire's clock, its last reply value)
 Numbers arrive as decimal strings that round-trip exactly (JavaScript `String(x)`).
 
 "acquire", all or nothing: Redis TIME is read once; every check is evaluated against its state; if
@@ -22,7 +24,11 @@ every one admits, every one is charged (its state written with a time to live of
 matters: SET PX, DEL when it no longer does, no expiry for waits of MAX_WAIT_MS or more), otherwise
 nothing at all is written.
 
-Returns 4 values per check, in order: allowed (1|0: this limit alone would admit), level ('%.17g'
+"settle": each settlement applied to its key in order (see each snippet's "settle"): one script call
+gives back a request's slots and settles its cost difference. Returns 2 values per settlement: level
+('%.17g') and resetMs (whole ms).
+
+"acquire" returns 4 values per check, then the decision's clock ('%.17g' ms), in order: allowed (1|0: this limit alone would admit), level ('%.17g'
 string: token bucket balance, sliding window estimate, after the decision), retryAfterMs (whole ms,
 0 when this limit admits), resetMs (whole ms until the whole quota is back with no further traffic).
 Lua numbers returned to Redis are truncated to integers, hence the level as a string; the waits are
@@ -87,7 +93,9 @@ end
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
 local operation = ARGV[1]
-if operation ~= 'acquire' then return fail('unknown operation ' .. tostring(operation)) end
+if operation ~= 'acquire' and operation ~= 'settle' then
+  return fail('unknown operation ' .. tostring(operation))
+end
 
 local nowMs
 if ARGV[2] and ARGV[2] ~= '' then
@@ -103,7 +111,49 @@ if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 local n = tonumber(ARGV[4])
 if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
 
--- evaluate every check; nothing is written yet
+-- writes a string state as charge/settle return it
+local function store(key, value, ttlMs)
+  if ttlMs == 0 then
+    redis.call('DEL', key)
+  elseif ttlMs >= MAX_WAIT_MS then
+    redis.call('SET', key, value) -- matters for "at least MAX_WAIT_MS": never expire it early
+  else
+    redis.call('SET', key, value, 'PX', string.format('%.0f', math.ceil(math.max(ttlMs, minTtlMs))))
+  end
+end
+
+-- the state an algorithm decides on: its own key, or the string under it
+local function stateOf(algorithm, key)
+  if algorithm.ownsKey then return key end
+  return redis.call('GET', key)
+end
+
+if operation == 'settle' then
+  local reply = {}
+  local i = 5
+  for k = 1, n do
+    local algorithm = ALGORITHMS[ARGV[i]]
+    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+    local spec = algorithm.spec(ARGV, i + 1)
+    if not spec then return fail('bad limits of settlement ' .. k) end
+    i = i + 1 + algorithm.arity
+    local delta = tonumber(ARGV[i])
+    local admittedAtMs = tonumber(ARGV[i + 1])
+    if not (delta and delta > -math.huge and delta < math.huge
+        and admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
+      return fail('bad delta or admittedAtMs of settlement ' .. k)
+    end
+    i = i + 2
+    local level, resetMs, value, ttlMs = algorithm.settle(spec, delta, admittedAtMs, stateOf(algorithm, KEYS[k]), nowMs)
+    if not algorithm.ownsKey then store(KEYS[k], value, ttlMs) end
+    reply[#reply + 1] = fmt(level)
+    reply[#reply + 1] = resetMs
+  end
+  if i ~= #ARGV + 1 then return fail('unexpected arguments after the last settlement') end
+  return reply
+end
+
+-- "acquire": evaluate every check; nothing is written yet
 local evaluations = {}
 local allAllowed = true
 local i = 5
@@ -115,7 +165,7 @@ for k = 1, n do
   local spec = algorithm.spec(ARGV, i + 2)
   if not spec then return fail('bad limits of check ' .. k) end
   i = i + 2 + algorithm.arity
-  local evaluation = algorithm.evaluate(spec, cost, redis.call('GET', KEYS[k]), nowMs)
+  local evaluation = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[k]), nowMs)
   evaluations[k] = evaluation
   if not evaluation.allowed then allAllowed = false end
 end
@@ -124,14 +174,8 @@ if i ~= #ARGV + 1 then return fail('unexpected arguments after the last check') 
 local reply = {}
 for k = 1, n do
   if allAllowed then
-    local level, resetMs, value, ttlMs = evaluations[k].charge()
-    if ttlMs == 0 then
-      redis.call('DEL', KEYS[k])
-    elseif ttlMs >= MAX_WAIT_MS then
-      redis.call('SET', KEYS[k], value) -- matters for "at least MAX_WAIT_MS": never expire it early
-    else
-      redis.call('SET', KEYS[k], value, 'PX', string.format('%.0f', math.ceil(math.max(ttlMs, minTtlMs))))
-    end
+    local level, resetMs, value, ttlMs = evaluations[k].charge(minTtlMs)
+    if value ~= nil then store(KEYS[k], value, ttlMs) end -- nil: the algorithm wrote its own key
     reply[#reply + 1] = 1
     reply[#reply + 1] = fmt(level)
     reply[#reply + 1] = 0
@@ -144,4 +188,5 @@ for k = 1, n do
     reply[#reply + 1] = resetMs
   end
 end
+reply[#reply + 1] = fmt(nowMs) -- the decision's clock: a settlement gives back where it counted
 return reply

@@ -6,7 +6,7 @@
 import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { remainingOf } from './headers.js';
-import type { Decision, LimitCheck, LimitOutcome, LimitSpec } from './limits.js';
+import type { Decision, LimitCheck, LimitOutcome, LimitSpec, SettledLimit, Settlement } from './limits.js';
 
 /** Where the engine reads and writes the state of each key (a store's own table). */
 export interface StateTable {
@@ -25,6 +25,9 @@ export function assertChecks(checks: readonly LimitCheck[]): void {
       throw new LimitArgumentError(`unknown algorithm ${JSON.stringify(check.spec.algorithm)}`);
     }
     algorithm.assertArguments(check.spec, check.cost);
+    if (check.spec.algorithm === 'concurrency' && !check.leaseId) {
+      throw new LimitArgumentError('a concurrency check needs a leaseId');
+    }
     for (let j = 0; j < i; j++) {
       // one state per key: two checks on one key would each read it and the last write would win
       if (checks[j]!.key === check.key) throw new LimitArgumentError(`two checks on the key ${check.key}`);
@@ -37,7 +40,7 @@ export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], no
   assertChecks(checks);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const evaluations = checks.map((check) =>
-    algorithmOf(check.spec).evaluate(table.get(check.key), check.spec, check.cost, nowMs),
+    algorithmOf(check.spec).evaluate(table.get(check.key), check.spec, check.cost, nowMs, check.leaseId),
   );
   const outcomes: LimitOutcome[] = new Array(checks.length);
   if (evaluations.every((evaluation) => evaluation.allowed)) {
@@ -49,7 +52,50 @@ export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], no
   } else {
     for (let i = 0; i < checks.length; i++) outcomes[i] = outcomeOf(checks[i]!.spec, evaluations[i]!.hold());
   }
-  return decisionOf(outcomes);
+  return decisionOf(outcomes, nowMs);
+}
+
+/** Throws `LimitArgumentError` unless every settlement is in range and keys are distinct. */
+export function assertSettlements(settlements: readonly Settlement[]): void {
+  for (let i = 0; i < settlements.length; i++) {
+    const settlement = settlements[i]!;
+    const algorithm = algorithmOf(settlement.spec);
+    if (algorithm === undefined) {
+      throw new LimitArgumentError(`unknown algorithm ${JSON.stringify(settlement.spec.algorithm)}`);
+    }
+    algorithm.assertArguments(settlement.spec, 1);
+    if (!Number.isFinite(settlement.delta) || !Number.isFinite(settlement.admittedAtMs)) {
+      throw new LimitArgumentError('a settlement needs a finite delta and admittedAtMs');
+    }
+    if (settlement.spec.algorithm === 'concurrency' && !settlement.leaseId) {
+      throw new LimitArgumentError('a concurrency settlement needs a leaseId');
+    }
+    for (let j = 0; j < i; j++) {
+      if (settlements[j]!.key === settlement.key) {
+        throw new LimitArgumentError(`two settlements on the key ${settlement.key}`);
+      }
+    }
+  }
+}
+
+/** Applies `settlements` at `nowMs` (the store's clock) to `table`, in order; one result each. */
+export function settleFrom(
+  table: StateTable,
+  settlements: readonly Settlement[],
+  nowMs: number,
+): SettledLimit[] {
+  assertSettlements(settlements);
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  return settlements.map((settlement) => {
+    const settled = algorithmOf(settlement.spec).settle(table.get(settlement.key), settlement, nowMs);
+    table.set(settlement.key, settled.state, settled.ttlMs);
+    return settledOf(settlement.spec, settled.level, settled.resetMs);
+  });
+}
+
+/** A limit's look after a settlement (both stores derive `remaining` here). */
+export function settledOf(spec: LimitSpec, level: number, resetMs: number): SettledLimit {
+  return { level, remaining: remainingOf(spec, level), resetMs };
 }
 
 /** An algorithm's verdict with its `remaining` (both stores derive it here, the same way). */
@@ -64,7 +110,7 @@ export function outcomeOf(spec: LimitSpec, verdict: Verdict): LimitOutcome {
 }
 
 /** The one decision over the outcomes: admitted iff all admit; the longest wait among the denials. */
-export function decisionOf(outcomes: readonly LimitOutcome[]): Decision {
+export function decisionOf(outcomes: readonly LimitOutcome[], atMs?: number): Decision {
   let deniedIndex = -1;
   let retryAfterMs = 0;
   for (let i = 0; i < outcomes.length; i++) {
@@ -73,5 +119,6 @@ export function decisionOf(outcomes: readonly LimitOutcome[]): Decision {
     if (deniedIndex < 0) deniedIndex = i;
     if (outcome.retryAfterMs > retryAfterMs) retryAfterMs = outcome.retryAfterMs;
   }
-  return { allowed: deniedIndex < 0, limits: outcomes, deniedIndex, retryAfterMs };
+  const decision = { allowed: deniedIndex < 0, limits: outcomes, deniedIndex, retryAfterMs };
+  return atMs === undefined ? decision : { ...decision, atMs };
 }

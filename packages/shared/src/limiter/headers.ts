@@ -21,7 +21,8 @@ export function wholeSecondsUp(ms: number): number {
 
 /**
  * The `r` of one limit: whole units left after the decision, never negative. Token bucket:
- * `max(0, floor(balance))`; sliding window: `max(0, floor(max − estimate))`.
+ * `max(0, floor(balance))`; sliding window: `max(0, floor(max − estimate))`; concurrency: free
+ * slots, `max − held`.
  */
 export function remainingOf(spec: LimitSpec, level: number): number {
   const left = spec.algorithm === 'token-bucket' ? level : spec.max - level;
@@ -34,6 +35,7 @@ export function remainingOf(spec: LimitSpec, level: number): number {
  * `q` = max, `w` = the window in seconds. `w` is at least 1.
  */
 export function policyNumbers(spec: LimitSpec): { q: number; w: number } {
+  if (spec.algorithm === 'concurrency') return { q: spec.max, w: 1 };
   if (spec.algorithm === 'token-bucket') {
     return { q: spec.capacity, w: Math.max(1, wholeSecondsUp(capacityRefillMs(spec))) };
   }
@@ -51,14 +53,19 @@ export function headerItemName(ruleName: string, limitName: string): string {
   return `"${name.replace(/[\\"]/g, '\\$&')}"`;
 }
 
+/**
+ * One `RateLimit-Policy` item: `<item>;q=<quota>;w=<seconds>`, or for a concurrency limit
+ * `<item>;q=<max>;qu="concurrent-requests"` (a quota of requests in flight has no window).
+ */
+export function policyItem(item: string, spec: LimitSpec): string {
+  if (spec.algorithm === 'concurrency') return `${item};q=${spec.max};qu="concurrent-requests"`;
+  const { q, w } = policyNumbers(spec);
+  return `${item};q=${q};w=${w}`;
+}
+
 /** The whole `RateLimit-Policy` value; computed once per rule. */
 export function policyHeader(items: readonly { readonly item: string; readonly spec: LimitSpec }[]): string {
-  return items
-    .map(({ item, spec }) => {
-      const { q, w } = policyNumbers(spec);
-      return `${item};q=${q};w=${w}`;
-    })
-    .join(', ');
+  return items.map(({ item, spec }) => policyItem(item, spec)).join(', ');
 }
 
 /** One `RateLimit` item. */

@@ -33,7 +33,20 @@ export interface SlidingWindowSpec {
   readonly windowMs: number;
 }
 
-export type LimitSpec = TokenBucketSpec | SlidingWindowSpec;
+/**
+ * At most `max` of a client's requests in flight: each admitted request holds a slot, a lease that the
+ * end of its exchange gives back (`settle` with its `leaseId`), or that expires by itself `leaseMs`
+ * after it was taken (a gateway that died gives nothing back).
+ */
+export interface ConcurrencySpec {
+  readonly algorithm: 'concurrency';
+  /** most slots held at once; an integer >= 1 */
+  readonly max: number;
+  /** how long a slot is held at most, ms (the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); > 0 */
+  readonly leaseMs: number;
+}
+
+export type LimitSpec = TokenBucketSpec | SlidingWindowSpec | ConcurrencySpec;
 export type LimitAlgorithm = LimitSpec['algorithm'];
 
 /** One limit of one request: which counter, how it behaves, what the request takes from it. */
@@ -41,8 +54,38 @@ export interface LimitCheck {
   /** the store key, built with `limitKey()` */
   readonly key: string;
   readonly spec: LimitSpec;
-  /** what this request takes from this limit; > 0 */
+  /** what this request takes from this limit; > 0 (a concurrency limit: always 1, one slot) */
   readonly cost: number;
+  /** concurrency: the id of the slot this request takes (unique per request); ignored otherwise */
+  readonly leaseId?: string;
+}
+
+/**
+ * What the end of an exchange does to one limit a request was admitted on (SPEC §5), all of one
+ * request's in ONE store call: a token bucket or sliding window is charged `delta` on top (> 0) or
+ * given `-delta` back (< 0); a concurrency limit gives its slot back.
+ */
+export interface Settlement {
+  /** the key the request was admitted on */
+  readonly key: string;
+  readonly spec: LimitSpec;
+  /**
+   * token bucket, sliding window: the real cost minus the cost admitted on (finite). Positive: charged
+   * on top, even below -maxDebt; negative: given back, never above capacity (nor below 0 for a window)
+   */
+  readonly delta: number;
+  /** the store's clock when the request was admitted (`Decision.atMs`): a window gives back where it counted */
+  readonly admittedAtMs: number;
+  /** concurrency: the slot to give back (the admission's `leaseId`) */
+  readonly leaseId?: string;
+}
+
+/** What one limit looks like after a settlement. */
+export interface SettledLimit {
+  /** as `LimitOutcome.level`: balance, estimate, or slots held */
+  readonly level: number;
+  readonly remaining: number;
+  readonly resetMs: number;
 }
 
 /** What one limit says about a request. */
@@ -72,6 +115,8 @@ export interface Decision {
   readonly deniedIndex: number;
   /** the longest `retryAfterMs` among the denying checks; 0 when allowed */
   readonly retryAfterMs: number;
+  /** the store's clock (ms) of the decision, for its settlement; absent when no store decided */
+  readonly atMs?: number;
 }
 
 /**

@@ -36,7 +36,7 @@ describe('MemoryStore', () => {
     expect(store.kind).toBe('memory');
     expect((await store.acquire(check('a', 8))).limits[0]).toMatchObject({ allowed: true, level: 2 });
     expect((await store.acquire(check('a', 8))).limits[0]).toMatchObject({ allowed: true, level: -6 });
-    expect(await store.acquire(check('a', 8))).toEqual({
+    expect(await store.acquire(check('a', 8))).toMatchObject({
       allowed: false,
       deniedIndex: 0,
       retryAfterMs: 7_000,
@@ -150,7 +150,12 @@ describe('MemoryStore', () => {
     await expect(store.acquire([...check('twice'), ...check('twice')])).rejects.toMatchObject({
       code: 'LIMIT_INVALID_ARGUMENT',
     });
-    expect(await store.acquire([])).toEqual({ allowed: true, limits: [], deniedIndex: -1, retryAfterMs: 0 });
+    expect(await store.acquire([])).toMatchObject({
+      allowed: true,
+      limits: [],
+      deniedIndex: -1,
+      retryAfterMs: 0,
+    });
     const decision = await store.acquire(check('default-clock', 4));
     expect(decision.limits[0]).toMatchObject({ allowed: true, level: 6, resetMs: 4_000 });
     await store.close();

@@ -7,8 +7,8 @@
  */
 import { LRUCache } from 'lru-cache';
 import { MAX_WAIT_MS } from './algorithms/wait.js';
-import { acquireFrom, type StateTable } from './engine.js';
-import type { Decision, LimitCheck } from './limits.js';
+import { acquireFrom, type StateTable, settleFrom } from './engine.js';
+import type { Decision, LimitCheck, SettledLimit, Settlement } from './limits.js';
 import type { Store } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -83,14 +83,29 @@ export class MemoryStore implements Store {
     return Promise.resolve().then(() => this.#acquire(checks, nowMs, minTtlMs));
   }
 
+  async settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+    const nowMs = this.#now();
+    return settleFrom(this.#table(nowMs, 0), settlements, nowMs);
+  }
+
+  /** TESTS ONLY: `settle` at `nowMs` instead of the store's clock, like `acquireAt`. */
+  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs = 0): Promise<SettledLimit[]> {
+    return Promise.resolve().then(() => settleFrom(this.#table(nowMs, minTtlMs), settlements, nowMs));
+  }
+
   async close(): Promise<void> {
     if (this.#sweepTimer) clearInterval(this.#sweepTimer);
     this.#entries.clear();
   }
 
   #acquire(checks: readonly LimitCheck[], nowMs: number, minTtlMs: number): Decision {
+    return acquireFrom(this.#table(nowMs, minTtlMs), checks, nowMs);
+  }
+
+  /** The entries as the engine sees them at `nowMs`. */
+  #table(nowMs: number, minTtlMs: number): StateTable {
     const entries = this.#entries;
-    const table: StateTable = {
+    return {
       get(key) {
         const entry = entries.get(key);
         if (entry === undefined) return undefined;
@@ -107,6 +122,5 @@ export class MemoryStore implements Store {
         }
       },
     };
-    return acquireFrom(table, checks, nowMs);
   }
 }

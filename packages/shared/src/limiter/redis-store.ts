@@ -13,7 +13,8 @@
  * `{<ruleId>:<clientKey>}`): such a request is still one atomic call. A request whose limits span
  * slots (a per-client limit beside a `global` one) is decided one slot group at a time in the rule's
  * order; when a later group denies or fails, what the earlier groups charged is given back at once
- * (give-back.lua), so nothing is over-admitted. Limits after the denying group are not asked.
+ * (the script's "settle" with the charge as a negative delta), so nothing is over-admitted. Limits
+ * after the denying group are not asked. A settlement is split the same way, one call per slot group.
  *
  * Imported from the `@sluice/shared/redis` subpath only, so that the root entry never loads ioredis.
  */
@@ -21,16 +22,13 @@ import { Cluster, type ClusterOptions, Redis, type RedisOptions, type Result } f
 import { ACQUIRE_LUA } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
-import { assertChecks, decisionOf, outcomeOf } from './engine.js';
-import { GIVE_BACK_LUA } from './give-back-script.js';
-import type { Decision, LimitCheck, LimitOutcome, LimitSpec } from './limits.js';
+import { assertChecks, assertSettlements, decisionOf, outcomeOf, settledOf } from './engine.js';
+import type { Decision, LimitCheck, LimitOutcome, LimitSpec, SettledLimit, Settlement } from './limits.js';
 import { slotGroups } from './slot-groups.js';
 import { type Store, StoreError } from './store.js';
 
 /** The ioredis command name the script is registered under. */
 export const ACQUIRE_COMMAND = 'sluiceAcquire';
-/** The ioredis command name of the cross-slot give-back (give-back.lua), Redis Cluster only. */
-export const GIVE_BACK_COMMAND = 'sluiceGiveBack';
 
 /** What the script returns: per check, allowed 1|0, level as a '%.17g' string, then two whole ms. */
 export type AcquireReply = (number | string)[];
@@ -39,8 +37,6 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `numberOfKeys`, KEYS, then ARGV, as documented at the top of acquire.lua. */
     sluiceAcquire(numberOfKeys: number, ...keysAndArgs: string[]): Result<AcquireReply, Context>;
-    /** `numberOfKeys`, KEYS, then ARGV, as documented at the top of give-back.lua. */
-    sluiceGiveBack(numberOfKeys: number, ...keysAndArgs: string[]): Result<(number | string)[], Context>;
   }
 }
 
@@ -70,7 +66,7 @@ export interface RedisStoreOptions {
   coalesceWrites?: boolean;
   /**
    * Redis Cluster: called when giving back an earlier slot group's charge failed (its node down or
-   * slow). The charge then stands until the bucket refills: the client is limited more, never less.
+   * slow). The charge then stands until the limit recovers: the client is limited more, never less.
    */
   onGiveBackFailure?: (error: StoreError) => void;
 }
@@ -100,7 +96,6 @@ export class RedisStore implements Store {
   /** the client is a Redis Cluster: requests are split by hash slot */
   readonly isCluster: boolean;
   readonly #keyPrefix: string;
-  readonly #commandTimeoutMs: number;
   readonly #onGiveBackFailure: ((error: StoreError) => void) | undefined;
   /** only a client the store created is quit by `close()` */
   readonly #ownsClient: boolean;
@@ -116,7 +111,6 @@ export class RedisStore implements Store {
    */
   constructor(redis: RedisClient | string | ClusterSeeds, options: RedisStoreOptions = {}) {
     this.#keyPrefix = options.keyPrefix ?? '';
-    this.#commandTimeoutMs = options.commandTimeoutMs ?? 50;
     this.#onGiveBackFailure = options.onGiveBackFailure;
     if (isClusterSeeds(redis)) {
       this.client = createClusterClient(redis, options);
@@ -142,9 +136,6 @@ export class RedisStore implements Store {
     this.isCluster = this.client instanceof Cluster;
     // one socket per master: nothing to cork (ioredis' autoPipelining groups per node instead)
     this.#coalesceWrites = (options.coalesceWrites ?? false) && !this.isCluster;
-    if (this.isCluster && typeof this.client[GIVE_BACK_COMMAND] !== 'function') {
-      this.client.defineCommand(GIVE_BACK_COMMAND, { lua: GIVE_BACK_LUA });
-    }
     // no numberOfKeys: the call passes it first, as many keys as the request has checks
     if (typeof this.client[ACQUIRE_COMMAND] !== 'function') {
       this.client.defineCommand(ACQUIRE_COMMAND, { lua: ACQUIRE_LUA });
@@ -164,6 +155,18 @@ export class RedisStore implements Store {
       return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
     }
     return this.#acquire(checks, String(nowMs), String(minTtlMs));
+  }
+
+  settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+    return this.#settle(settlements, '', '');
+  }
+
+  /** TESTS ONLY: `settle` on a simulated clock, like `acquireAt`. */
+  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs = 0): Promise<SettledLimit[]> {
+    if (!Number.isFinite(nowMs)) {
+      return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
+    }
+    return this.#settle(settlements, String(nowMs), String(minTtlMs));
   }
 
   /** Resolves once the connection is ready; rejects with `STORE_UNAVAILABLE` after `timeoutMs`. */
@@ -216,7 +219,7 @@ export class RedisStore implements Store {
       const groups = slotGroups(keys);
       if (groups.length > 1) return this.#acquireAcrossSlots(checks, keys, groups, nowMs, minTtlMs);
     }
-    return decisionOf(await this.#call(checks, keys, nowMs, minTtlMs));
+    return this.#call(checks, keys, nowMs, minTtlMs);
   }
 
   /** One acquire.lua call: all or nothing over `checks`, whose `keys` share one slot on a Cluster. */
@@ -225,7 +228,7 @@ export class RedisStore implements Store {
     keys: readonly string[],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<LimitOutcome[]> {
+  ): Promise<Decision> {
     const n = checks.length;
     const keysAndArgs: string[] = keys.slice();
     keysAndArgs.push('acquire', nowMs, minTtlMs, String(n));
@@ -233,7 +236,7 @@ export class RedisStore implements Store {
       keysAndArgs.push(
         check.spec.algorithm,
         String(check.cost),
-        ...algorithmOf(check.spec).luaArguments(check.spec),
+        ...algorithmOf(check.spec).luaArguments(check.spec, check.leaseId),
       );
     }
     if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
@@ -243,19 +246,16 @@ export class RedisStore implements Store {
     } catch (error) {
       throw toStoreError(error);
     }
-    const outcomes =
-      Array.isArray(reply) && reply.length === 4 * n ? parseOutcomes(reply, checks) : undefined;
-    if (outcomes === undefined)
-      throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
-    return outcomes;
+    return parseReply(reply, checks);
   }
 
   /**
    * Redis Cluster, a request whose limits live in several slots: each slot group decided in turn, in
    * the rule's order, each all or nothing. A group that denies ends the decision: the groups before
-   * it are given back what they were charged (their outcomes are then the levels after the give-back),
-   * the groups after it are not asked (`notAsked`). A group that fails gives back the same way and
-   * the failure is thrown, for the `STORE_FAILURE` policy.
+   * it are given back what they were charged, at once (their outcomes are then the levels after the
+   * give-back), the groups after it are not asked (`notAsked`). A group that fails gives back the
+   * same way and the failure is thrown, for the `STORE_FAILURE` policy. The decision's `atMs` is the
+   * first group's clock.
    */
   async #acquireAcrossSlots(
     checks: readonly LimitCheck[],
@@ -266,79 +266,136 @@ export class RedisStore implements Store {
   ): Promise<Decision> {
     const outcomes: LimitOutcome[] = new Array(checks.length);
     const charged: ChargedGroup[] = [];
+    let atMs: number | undefined;
     for (let g = 0; g < groups.length; g++) {
       const indexes = groups[g]!;
-      const sentAtMs = performance.now();
-      let groupOutcomes: LimitOutcome[];
+      let decision: Decision;
       try {
-        groupOutcomes = await this.#call(
+        decision = await this.#call(
           indexes.map((i) => checks[i]!),
           indexes.map((i) => keys[i]!),
           nowMs,
           minTtlMs,
         );
       } catch (error) {
-        await this.#giveBack(charged, checks, keys, outcomes, nowMs, minTtlMs);
+        await this.#giveBack(charged, checks, outcomes, nowMs, minTtlMs);
         throw error;
       }
-      for (let k = 0; k < indexes.length; k++) outcomes[indexes[k]!] = groupOutcomes[k]!;
-      if (groupOutcomes.every((outcome) => outcome.allowed)) {
-        charged.push({ indexes, sentAtMs });
+      atMs ??= decision.atMs;
+      for (let k = 0; k < indexes.length; k++) outcomes[indexes[k]!] = decision.limits[k]!;
+      if (decision.allowed) {
+        charged.push({ indexes, atMs: decision.atMs! });
         continue;
       }
-      await this.#giveBack(charged, checks, keys, outcomes, nowMs, minTtlMs);
+      await this.#giveBack(charged, checks, outcomes, nowMs, minTtlMs);
       for (let later = g + 1; later < groups.length; later++) {
         for (const i of groups[later]!) outcomes[i] = notAsked(checks[i]!.spec);
       }
       break;
     }
-    return decisionOf(outcomes);
+    return decisionOf(outcomes, atMs);
   }
 
-  /** Gives back every charged group at once (one give-back.lua call per group, in parallel). */
+  /**
+   * Gives back every charged group at once, in parallel: one "settle" per group with the charge as a
+   * negative delta on the group's own clock (a concurrency slot is released). A give-back that fails
+   * leaves the charge standing (reported to `onGiveBackFailure`): the client is limited more, never less.
+   */
   async #giveBack(
     charged: readonly ChargedGroup[],
     checks: readonly LimitCheck[],
-    keys: readonly string[],
     outcomes: LimitOutcome[],
     nowMs: string,
     minTtlMs: string,
   ): Promise<void> {
     await Promise.all(
-      charged.map(async ({ indexes, sentAtMs }) => {
-        // an upper bound on how long ago Redis made the charge: since it was sent, plus the give-back's
-        // own way there (at most a command timeout); a simulated clock (tests) has not moved
-        const sinceMs = nowMs === '' ? Math.ceil(performance.now() - sentAtMs) + this.#commandTimeoutMs : 0;
-        const keysAndArgs: string[] = indexes.map((i) => keys[i]!);
-        keysAndArgs.push(nowMs, minTtlMs, String(indexes.length));
-        for (const i of indexes) {
+      charged.map(async ({ indexes, atMs }) => {
+        const settlements: Settlement[] = indexes.map((i) => {
           const check = checks[i]!;
-          keysAndArgs.push(
-            check.spec.algorithm,
-            String(check.cost),
-            ...algorithmOf(check.spec).luaArguments(check.spec),
-            String(sinceMs),
-          );
-        }
+          const settlement: Settlement = {
+            key: check.key,
+            spec: check.spec,
+            delta: -check.cost,
+            admittedAtMs: atMs,
+          };
+          return check.leaseId === undefined ? settlement : { ...settlement, leaseId: check.leaseId };
+        });
         try {
-          const reply = await this.client.sluiceGiveBack(indexes.length, ...keysAndArgs);
-          if (!Array.isArray(reply) || reply.length !== 2 * indexes.length) {
-            throw new StoreError('STORE_ERROR', `unreadable give-back reply: ${JSON.stringify(reply)}`);
-          }
+          const settled = await this.#settleGroup(settlements, nowMs, minTtlMs);
           for (let k = 0; k < indexes.length; k++) {
-            const i = indexes[k]!;
-            const level = Number(reply[2 * k]);
-            const resetMs = reply[2 * k + 1];
-            if (!Number.isFinite(level) || typeof resetMs !== 'number') {
-              throw new StoreError('STORE_ERROR', `unreadable give-back reply: ${JSON.stringify(reply)}`);
-            }
-            outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: true, level, retryAfterMs: 0, resetMs });
+            const { level, remaining, resetMs } = settled[k]!;
+            outcomes[indexes[k]!] = { allowed: true, level, remaining, retryAfterMs: 0, resetMs };
           }
         } catch (error) {
           this.#onGiveBackFailure?.(toStoreError(error));
         }
       }),
     );
+  }
+
+  /**
+   * One EVALSHA ("settle") for all of a request's settlements; on a Cluster, one per slot group, in
+   * parallel (each group's settlements are independent of the others').
+   */
+  async #settle(
+    settlements: readonly Settlement[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<SettledLimit[]> {
+    if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
+    assertSettlements(settlements);
+    const n = settlements.length;
+    if (n === 0) return [];
+    if (this.isCluster && n > 1) {
+      const groups = slotGroups(settlements.map((settlement) => this.#keyPrefix + settlement.key));
+      if (groups.length > 1) {
+        const settled: SettledLimit[] = new Array(n);
+        await Promise.all(
+          groups.map(async (indexes) => {
+            const results = await this.#settleGroup(
+              indexes.map((i) => settlements[i]!),
+              nowMs,
+              minTtlMs,
+            );
+            for (let k = 0; k < indexes.length; k++) settled[indexes[k]!] = results[k]!;
+          }),
+        );
+        return settled;
+      }
+    }
+    return this.#settleGroup(settlements, nowMs, minTtlMs);
+  }
+
+  /** One "settle" call: `settlements` share one slot on a Cluster. */
+  async #settleGroup(
+    settlements: readonly Settlement[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<SettledLimit[]> {
+    const n = settlements.length;
+    const keysAndArgs: string[] = new Array(n);
+    for (let i = 0; i < n; i++) keysAndArgs[i] = this.#keyPrefix + settlements[i]!.key;
+    keysAndArgs.push('settle', nowMs, minTtlMs, String(n));
+    for (const settlement of settlements) {
+      keysAndArgs.push(
+        settlement.spec.algorithm,
+        ...algorithmOf(settlement.spec).luaArguments(settlement.spec, settlement.leaseId),
+        String(settlement.delta),
+        String(settlement.admittedAtMs),
+      );
+    }
+    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
+    let reply: AcquireReply;
+    try {
+      reply = await this.client.sluiceAcquire(n, ...keysAndArgs);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    const settled = parseSettled(reply, settlements);
+    if (settled === undefined) {
+      throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
+    }
+    return settled;
   }
 
   #corkUntilTurnEnds(): void {
@@ -355,10 +412,10 @@ export class RedisStore implements Store {
   }
 }
 
-/** A slot group an earlier call charged, and when it was sent (performance.now() ms). */
+/** A slot group an earlier call charged, and its decision's clock (for the give-back). */
 interface ChargedGroup {
   readonly indexes: readonly number[];
-  readonly sentAtMs: number;
+  readonly atMs: number;
 }
 
 /**
@@ -368,6 +425,29 @@ interface ChargedGroup {
 function notAsked(spec: LimitSpec): LimitOutcome {
   const level = spec.algorithm === 'token-bucket' ? spec.capacity : 0;
   return outcomeOf(spec, { allowed: true, level, retryAfterMs: 0, resetMs: 0 });
+}
+
+function parseReply(reply: unknown, checks: readonly LimitCheck[]): Decision {
+  const n = checks.length;
+  const outcomes =
+    Array.isArray(reply) && reply.length === 4 * n + 1 ? parseOutcomes(reply, checks) : undefined;
+  const atMs = outcomes === undefined ? Number.NaN : Number((reply as unknown[])[4 * n]);
+  if (outcomes === undefined || !Number.isFinite(atMs))
+    throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
+  return decisionOf(outcomes, atMs);
+}
+
+function parseSettled(reply: unknown, settlements: readonly Settlement[]): SettledLimit[] | undefined {
+  if (!Array.isArray(reply) || reply.length !== 2 * settlements.length) return undefined;
+  const settled: SettledLimit[] = new Array(settlements.length);
+  for (let i = 0; i < settlements.length; i++) {
+    const levelText: unknown = reply[2 * i];
+    const resetMs: unknown = reply[2 * i + 1];
+    const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
+    if (!Number.isFinite(level) || typeof resetMs !== 'number') return undefined;
+    settled[i] = settledOf(settlements[i]!.spec, level, resetMs);
+  }
+  return settled;
 }
 
 function parseOutcomes(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {

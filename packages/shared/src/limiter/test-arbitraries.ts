@@ -110,8 +110,14 @@ function scaleOf(spec: LimitSpec): number {
   return spec.algorithm === 'token-bucket' ? spec.capacity + spec.maxDebt : spec.max;
 }
 
+/** Ms over which a concurrency limit's slots expire (only its clock steps use it). */
+function leaseScaleMs(spec: LimitSpec): number {
+  return spec.algorithm === 'concurrency' ? spec.leaseMs : 0;
+}
+
 /** Ms over which a limit recovers its whole quota (the scale clock steps are drawn on). */
 function recoveryMsOf(spec: LimitSpec): number {
+  if (spec.algorithm === 'concurrency') return leaseScaleMs(spec);
   return spec.algorithm === 'token-bucket'
     ? (spec.capacity * spec.periodMs) / spec.refill
     : 2 * spec.windowMs;

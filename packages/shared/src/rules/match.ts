@@ -41,7 +41,7 @@
 
 import { canonicalRulePath } from '../http/normalize-path.js';
 import { pathSegments } from '../http/path-segments.js';
-import { headerItemName, policyNumbers } from '../limiter/headers.js';
+import { headerItemName, policyItem } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
 import { parseDuration } from './duration.js';
 import { compileIpNets, type IpNetSet } from './ip-nets.js';
@@ -71,7 +71,8 @@ export interface CompiledLimit {
   readonly label: string;
   /**
    * This limit's item of `RateLimit-Policy`: token bucket `"<label>";q=<capacity>;w=<seconds to refill
-   * capacity>`, sliding window `"<label>";q=<max>;w=<window seconds>` (seconds rounded up, at least 1)
+   * capacity>`, sliding window `"<label>";q=<max>;w=<window seconds>` (seconds rounded up, at least 1),
+   * concurrency `"<label>";q=<max>;qu="concurrent-requests"`
    */
   readonly policyItem: string;
 }
@@ -90,6 +91,10 @@ export interface CompiledRule {
   readonly limits: readonly CompiledLimit[];
   /** the full `RateLimit-Policy` value: the limits' policy items joined with ', ' ('' when unlimited) */
   readonly policyHeader: string;
+  /** `charge`: what the request really cost, settled at the response; undefined: its cost stands */
+  readonly charge: CompiledCharge | undefined;
+  /** `refund.statuses` as status codes: an answer with one gives the whole cost back */
+  readonly refundStatuses: ReadonlySet<number> | undefined;
   readonly specificity: PathSpecificity;
   /** how many conditions the rule sets (precedence step 4) */
   readonly conditions: number;
@@ -333,8 +338,7 @@ function search(
 
 /** `"<label>";q=…;w=…`: the numbers come from the one header-arithmetic module. */
 function policyItemOf(label: string, spec: LimitSpec): string {
-  const { q, w } = policyNumbers(spec);
-  return `${headerItemName(label, '')};q=${q};w=${w}`;
+  return policyItem(headerItemName(label, ''), spec);
 }
 
 function tokenBucketLimit(
@@ -387,13 +391,79 @@ function compileLimits(rule: Rule): CompiledLimit[] {
           policyItem: policyItemOf(label, spec),
         });
       }
+      case 'concurrency': {
+        const spec = Object.freeze({
+          algorithm: 'concurrency' as const,
+          max: limit.max,
+          leaseMs: DEFAULT_SLOT_LEASE_MS,
+        });
+        return Object.freeze({
+          name: limit.name,
+          spec,
+          cost: 1,
+          clientBy: limit.client.by,
+          clientHeader: limit.client.by === 'header' ? limit.client.name?.toLowerCase() : undefined,
+          label,
+          policyItem: policyItemOf(label, spec),
+        });
+      }
       default:
-        // checkRule refuses what the engine cannot enforce yet (concurrency)
         throw new RuleCompileError(v2.name, [
-          { field: 'limits', message: `algorithm "${limit.algorithm}" cannot be compiled` },
+          {
+            field: 'limits',
+            message: `algorithm "${(limit as { algorithm: string }).algorithm}" cannot be compiled`,
+          },
         ]);
     }
   });
+}
+
+/**
+ * How long a compiled concurrency slot is held at most, ms: the default UPSTREAM_TIMEOUT_MS (30 s) + 5 s.
+ * A gateway replaces it with its own `UPSTREAM_TIMEOUT_MS + 5 s` (SPEC §5: the taking gateway sets it).
+ */
+export const DEFAULT_SLOT_LEASE_MS = 35_000;
+
+/** What a rule charges at the response (`charge`), compiled. */
+export interface CompiledCharge {
+  readonly from: 'header' | 'duration' | 'bytes';
+  /** from "header": the response header, lowercase */
+  readonly header: string | undefined;
+  /** from "duration": one token per this many ms of upstream time (rounded up) */
+  readonly unitMs: number;
+  /** from "bytes": one token per this many bytes of response body (rounded up) */
+  readonly unitBytes: number;
+  /** most one request may cost: `charge.max`, else the largest capacity + maxDebt or window max */
+  readonly max: number;
+}
+
+function compileCharge(rule: Rule, limits: readonly CompiledLimit[]): CompiledCharge | undefined {
+  if (!('charge' in rule) || rule.charge === undefined) return undefined;
+  const charge = rule.charge;
+  let largest = 0;
+  for (const { spec } of limits) {
+    if (spec.algorithm === 'token-bucket') largest = Math.max(largest, spec.capacity + spec.maxDebt);
+    else if (spec.algorithm === 'sliding-window') largest = Math.max(largest, spec.max);
+  }
+  return Object.freeze({
+    from: charge.from,
+    header: charge.header?.toLowerCase(),
+    unitMs: charge.unitMs ?? 1,
+    unitBytes: charge.unitBytes ?? 1,
+    max: charge.max ?? largest,
+  });
+}
+
+/** The status codes `refund.statuses` names, classes ("5xx") spelled out; undefined without `refund`. */
+function compileRefund(rule: Rule): ReadonlySet<number> | undefined {
+  if (!('refund' in rule) || rule.refund === undefined) return undefined;
+  const codes = new Set<number>();
+  for (const status of rule.refund.statuses) {
+    if (typeof status === 'number') codes.add(status);
+    else
+      for (let code = Number(status[0]) * 100; code < Number(status[0]) * 100 + 100; code++) codes.add(code);
+  }
+  return codes;
 }
 
 interface CompiledEntry {
@@ -419,6 +489,8 @@ function compileRule(rule: Rule): CompiledEntry {
     unlimited: 'unlimited' in rule && rule.unlimited === true,
     limits,
     policyHeader: limits.map((l) => l.policyItem).join(', '),
+    charge: compileCharge(rule, limits),
+    refundStatuses: compileRefund(rule),
     specificity: Object.freeze(specificity),
     conditions,
   });

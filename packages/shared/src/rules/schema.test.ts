@@ -377,12 +377,6 @@ const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
   ],
   ['limit client name on ip', (b) => (b.limits[2].client = { by: 'ip', name: 'x' }), 'limits.2.client.name'],
   [
-    'concurrency (not enforced yet)',
-    (b) => (b.limits[2] = { name: 'inflight', algorithm: 'concurrency', max: 5 }),
-    'limits.2.algorithm',
-    NOT_ENFORCED,
-  ],
-  [
     'cost on concurrency',
     (b) => (b.limits[2] = { name: 'c', algorithm: 'concurrency', max: 5, cost: 2 }),
     'limits.2.cost',
@@ -395,10 +389,22 @@ const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
     /integer/,
   ],
   [
-    'charge (not enforced yet)',
-    (b) => (b.charge = { from: 'header', header: 'x-sluice-cost', max: 100 }),
+    'charge on a rule with only concurrency limits',
+    (b) => {
+      b.limits = [{ name: 'c', algorithm: 'concurrency', max: 5 }];
+      b.charge = { from: 'header', header: 'x-sluice-cost' };
+    },
     'charge',
-    NOT_ENFORCED,
+    /token-bucket or sliding-window/,
+  ],
+  [
+    'refund on a rule with only concurrency limits',
+    (b) => {
+      b.limits = [{ name: 'c', algorithm: 'concurrency', max: 5 }];
+      b.refund = { statuses: ['5xx'] };
+    },
+    'refund',
+    /token-bucket or sliding-window/,
   ],
   ['charge from header without header', (b) => (b.charge = { from: 'header' }), 'charge.header'],
   [
@@ -408,7 +414,6 @@ const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
   ],
   ['charge from an unknown source', (b) => (b.charge = { from: 'body' }), 'charge.from'],
   ['charge max 1e-300', (b) => (b.charge = { from: 'duration', unitMs: 100, max: 1e-300 }), 'charge.max'],
-  ['refund (not enforced yet)', (b) => (b.refund = { statuses: ['5xx', 429] }), 'refund', NOT_ENFORCED],
   ['refund status 600', (b) => (b.refund = { statuses: [600] }), 'refund.statuses.0'],
   ['refund class 6xx', (b) => (b.refund = { statuses: [500, '6xx'] }), 'refund.statuses.1'],
   ['refund without statuses', (b) => (b.refund = { statuses: [] }), 'refund.statuses'],
@@ -462,6 +467,31 @@ const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
   ['notClientIps item not an IP', (b) => (b.match.notClientIps = ['1.2.3']), 'match.notClientIps.0'],
   ['caseInsensitive not a boolean', (b) => (b.match.caseInsensitive = 'yes'), 'match.caseInsensitive'],
 ];
+
+describe('validateRuleInput: concurrency, charge and refund (SPEC §5)', () => {
+  it('accepts the stacked example whole: a concurrency limit, charge from a header, refunds', () => {
+    const body = validV2();
+    body.limits.push({
+      name: 'inflight',
+      client: { by: 'header', name: 'x-api-key' },
+      algorithm: 'concurrency',
+      max: 5,
+    });
+    body.charge = { from: 'header', header: 'x-sluice-cost', max: 100 };
+    body.refund = { statuses: ['5xx', 429] };
+    const result = validateRuleInput(body);
+    expect(result.ok).toBe(true);
+  });
+
+  it.each([[{ from: 'duration', unitMs: 100 }], [{ from: 'bytes', unitBytes: 1024, max: 50 }]])(
+    'accepts charge %j',
+    (charge) => {
+      const body = validV2();
+      body.charge = charge;
+      expect(validateRuleInput(body).ok).toBe(true);
+    },
+  );
+});
 
 describe('validateRuleInput rejects format-2 mistakes, naming the field', () => {
   it.each(invalidV2)('%s', (_label, mutate, field, message) => {

@@ -217,7 +217,7 @@ export const ChargeSchema = Type.Object(
     ),
     max: Type.Optional(Tokens("one request's cost at most")),
   },
-  { additionalProperties: false, description: 'charge at the response (not enforced yet)' },
+  { additionalProperties: false, description: 'charge what the request really cost, known at the response' },
 );
 export type Charge = Static<typeof ChargeSchema>;
 
@@ -230,7 +230,7 @@ export const RefundSchema = Type.Object(
       { minItems: 1, maxItems: 64, uniqueItems: true },
     ),
   },
-  { additionalProperties: false, description: 'refunds by upstream status (not enforced yet)' },
+  { additionalProperties: false, description: "refunds of a request's whole cost by upstream status" },
 );
 export type Refund = Static<typeof RefundSchema>;
 
@@ -643,7 +643,6 @@ function checkLimit(limit: RuleLimitInput, i: number, ruleCost: number | undefin
     ) {
       fail(errors, `${at}.max`, `must be an integer from 1 to ${MAX_CONCURRENCY} for a concurrency limit`);
     }
-    fail(errors, `${at}.algorithm`, `"concurrency" ${NOT_ENFORCED}`);
   }
 }
 
@@ -665,9 +664,25 @@ function checkLifecycle(input: RuleInput, errors: Errors): void {
         'is not allowed as a header name (it names a property of every JavaScript object)',
       );
     }
-    fail(errors, 'charge', NOT_ENFORCED);
+    const charged =
+      input.limits === undefined || input.limits.some((limit) => limit.algorithm !== 'concurrency');
+    if (!charged) {
+      fail(
+        errors,
+        'charge',
+        'needs a token-bucket or sliding-window limit to charge (concurrency takes slots)',
+      );
+    }
   }
-  if (input.refund !== undefined) fail(errors, 'refund', NOT_ENFORCED);
+  if (input.refund !== undefined && input.limits !== undefined) {
+    if (input.limits.every((limit) => limit.algorithm === 'concurrency')) {
+      fail(
+        errors,
+        'refund',
+        'needs a token-bucket or sliding-window limit to refund (concurrency takes slots)',
+      );
+    }
+  }
   if (input.mode === 'lease') fail(errors, 'mode', `"lease" ${NOT_ENFORCED}`);
 }
 
@@ -675,7 +690,7 @@ function checkLifecycle(input: RuleInput, errors: Errors): void {
  * Checks what JSON Schema cannot say: which fields go together (`limit` or `limits` or `unlimited`,
  * each limit's fields by algorithm), `**` only as the final segment, no empty or dot segments, no
  * bidirectional controls, header names that are not object-prototype names, IPs and CIDRs, durations,
- * limits some request could pass, and the features not enforced yet. Run after schema validation; the
+ * limits some request could pass, and the features not enforced yet (lease mode). Run after schema validation; the
  * gateway runs it on every enabled rule of a snapshot too.
  */
 export function checkRule(input: RuleInput): RuleFieldError[] {

@@ -4,11 +4,11 @@
  *
  * A store decides a request in two phases, so that it can be all or nothing over several limits:
  * `evaluate` every check against its stored state without changing anything, then, only if every
- * evaluation allows, `charge` each one; otherwise `hold` each one (nothing is written). Later
- * operations (settling a cost difference, giving back a concurrency slot) are further methods here
- * and further operations of the script, not a new shape.
+ * evaluation allows, `charge` each one; otherwise `hold` each one (nothing is written). The end of the
+ * exchange is `settle` (the script's "settle" operation): a cost difference for a token bucket or a
+ * sliding window, a slot given back for a concurrency limit.
  */
-import type { LimitSpec } from '../limits.js';
+import type { LimitSpec, Settlement } from '../limits.js';
 
 /** An outcome before `remaining` is derived from `level` (the engine does that, for both stores). */
 export interface Verdict {
@@ -40,13 +40,27 @@ export interface Algorithm<Spec extends LimitSpec, State> {
   readonly name: Spec['algorithm'];
   /** Throws `LimitArgumentError` unless the spec and cost are finite and in range. */
   assertArguments(spec: Spec, cost: number): void;
-  /** The spec's numbers as the Lua snippet reads them, after the algorithm name and the cost. */
-  luaArguments(spec: Spec): string[];
+  /**
+   * The spec's numbers as the Lua snippet reads them (its `arity` of them), after the algorithm name
+   * and the cost; `leaseId` is the check's (concurrency only).
+   */
+  luaArguments(spec: Spec, leaseId?: string): string[];
   /**
    * `state` is whatever the store holds under the check's key (undefined when nothing): a state of
    * another algorithm (a limit whose algorithm was edited) counts as nothing, as in Lua.
    */
-  evaluate(state: unknown, spec: Spec, cost: number, nowMs: number): Evaluation<State>;
+  evaluate(state: unknown, spec: Spec, cost: number, nowMs: number, leaseId?: string): Evaluation<State>;
+  /** The end of an exchange on this limit (see `Settlement`): the next state and what it shows. */
+  settle(state: unknown, settlement: Settlement & { readonly spec: Spec }, nowMs: number): Settled<State>;
+}
+
+/** A settlement's result: the state to store (as `Charged`) and the limit's level after it. */
+export interface Settled<State> {
+  readonly level: number;
+  readonly resetMs: number;
+  readonly state: State;
+  /** as `Charged.ttlMs` */
+  readonly ttlMs: number;
 }
 
 /** A limit, cost or clock out of range (a bug or a broken rule, never a client's doing). */

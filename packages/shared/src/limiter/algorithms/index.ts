@@ -5,6 +5,7 @@
  */
 import type { LimitSpec } from '../limits.js';
 import type { Algorithm } from './algorithm.js';
+import { concurrency } from './concurrency/model.js';
 import { slidingWindow } from './sliding-window/model.js';
 import { tokenBucket } from './token-bucket/model.js';
 
@@ -13,12 +14,14 @@ type AlgorithmTable = { readonly [A in LimitSpec as A['algorithm']]: Algorithm<A
 export const ALGORITHMS: AlgorithmTable = {
   'token-bucket': tokenBucket,
   'sliding-window': slidingWindow,
+  concurrency,
 };
 
 /** Each algorithm's Lua snippet, relative to this folder (spliced into acquire.lua). */
 export const ALGORITHM_LUA_FILES: readonly string[] = [
   'token-bucket/token-bucket.lua',
   'sliding-window/sliding-window.lua',
+  'concurrency/concurrency.lua',
 ];
 
 /** The plug-in deciding `spec`. */

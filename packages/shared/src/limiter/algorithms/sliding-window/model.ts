@@ -21,12 +21,13 @@
  * - `retryAfterMs` and `resetMs` (until the estimate is 0) are whole ms found with the deciding
  *   expression itself (see `waitMs`).
  */
-import type { SlidingWindowSpec } from '../../limits.js';
+import type { Settlement, SlidingWindowSpec } from '../../limits.js';
 import {
   type Algorithm,
   assertPositive,
   type Evaluation,
   LimitArgumentError,
+  type Settled,
   type Verdict,
 } from '../algorithm.js';
 import { waitMs } from '../wait.js';
@@ -61,7 +62,36 @@ export const slidingWindow: Algorithm<SlidingWindowSpec, WindowState> = {
   assertArguments: assertWindowArguments,
   luaArguments: (spec) => [String(spec.max), String(spec.windowMs)],
   evaluate: evaluateWindow,
+  settle: settleWindow,
 };
+
+/**
+ * SPEC §5: `delta > 0` is counted on top in the window that holds `nowMs`; `delta < 0` is given back
+ * to the window the request was counted in (`admittedAtMs`), never below 0, while that window still
+ * counts (current or previous); once forgotten there is nothing to give back.
+ */
+export function settleWindow(
+  state: unknown,
+  settlement: Settlement & { readonly spec: WindowLimits },
+  nowMs: number,
+): Settled<WindowState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const { windowMs } = settlement.spec;
+  const { delta } = settlement;
+  const c = countsAt(isWindowState(state) ? state : undefined, windowMs, nowMs);
+  let current = c.current;
+  let previous = c.previous;
+  if (delta > 0) {
+    current = current + delta;
+  } else if (delta < 0) {
+    const admittedIndex = Math.floor(settlement.admittedAtMs / windowMs);
+    if (admittedIndex === c.windowIndex) current = Math.max(0, current + delta);
+    else if (admittedIndex === c.windowIndex - 1) previous = Math.max(0, previous + delta);
+  }
+  const next: WindowState = { windowIndex: c.windowIndex, current, previous };
+  const resetMs = untilEmptyMs(next, windowMs, nowMs);
+  return { level: estimateAt(next, windowMs, nowMs), resetMs, state: next, ttlMs: resetMs };
+}
 
 /** The estimate of `state` at `atMs` with no further traffic (0 for no state). */
 export function estimateAt(state: WindowState | undefined, windowMs: number, atMs: number): number {

@@ -13,6 +13,9 @@ ARGV of one check, after the algorithm name and the cost (arity 2):
 estimate = current + previous * (1 - elapsed / windowMs), windows aligned to whole multiples of
 windowMs since the epoch; admitted iff estimate + cost <= max.
 
+settle (ARGV after the 2 numbers: delta, admittedAtMs): delta > 0 is counted on top in the window
+of now; delta < 0 is given back to the window of admittedAtMs (never below 0) while it still counts.
+
 State: the string "<windowIndex> <current> <previous>", '%.17g' each. It matters until the estimate
 is 0 (at most two windows), so that is its time to live. Absent, or unreadable (another algorithm's
 state) = nothing counted.
@@ -119,6 +122,26 @@ ALGORITHMS['sliding-window'] = (function()
           return level, resetMs, value, resetMs
         end,
       }
+    end,
+
+    -- level, resetMs, the state to store, its time to live (ms)
+    settle = function(s, delta, admittedAtMs, stored, nowMs)
+      local windowMs = s.windowMs
+      local windowIndex, current, previous = countsAt(parseState(stored), windowMs, nowMs)
+      if delta > 0 then
+        current = current + delta
+      elseif delta < 0 then
+        local admittedIndex = math.floor(admittedAtMs / windowMs)
+        if admittedIndex == windowIndex then
+          current = math.max(0, current + delta)
+        elseif admittedIndex == windowIndex - 1 then
+          previous = math.max(0, previous + delta)
+        end
+      end
+      local nxt = { windowIndex = windowIndex, current = current, previous = previous }
+      local resetMs = untilEmptyMs(nxt, windowMs, nowMs)
+      local value = fmt(nxt.windowIndex) .. ' ' .. fmt(nxt.current) .. ' ' .. fmt(nxt.previous)
+      return estimateAt(nxt, windowMs, nowMs), resetMs, value, resetMs
     end,
   }
 end)()

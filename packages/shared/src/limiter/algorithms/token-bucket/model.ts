@@ -19,12 +19,13 @@
  * - `retryAfterMs` and `resetMs` (until full) are whole ms found with the deciding expression itself
  *   (see `waitMs`), capped at `MAX_WAIT_MS` (tiny refill rates, or a rate that underflows to 0).
  */
-import type { TokenBucketSpec } from '../../limits.js';
+import type { Settlement, TokenBucketSpec } from '../../limits.js';
 import {
   type Algorithm,
   assertPositive,
   type Evaluation,
   LimitArgumentError,
+  type Settled,
   type Verdict,
 } from '../algorithm.js';
 import { waitMs } from '../wait.js';
@@ -82,7 +83,29 @@ export const tokenBucket: Algorithm<TokenBucketSpec, BucketState> = {
     String(spec.maxDebt),
   ],
   evaluate: evaluateBucket,
+  settle: settleBucket,
 };
+
+/**
+ * SPEC §5: the balance brought up to `nowMs`, then charged `delta` on top (which may take it below
+ * -maxDebt: the client waits longer) or given `-delta` back, never above capacity.
+ */
+export function settleBucket(
+  state: unknown,
+  settlement: Settlement & { readonly spec: BucketLimits },
+  nowMs: number,
+): Settled<BucketState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const limits = settlement.spec;
+  const current = isBucketState(state) ? state : { balance: limits.capacity, updatedAtMs: nowMs };
+  const b = refilled(current.balance, current.updatedAtMs, limits, nowMs);
+  const next: BucketState = {
+    balance: Math.min(b - settlement.delta, limits.capacity),
+    updatedAtMs: Math.max(nowMs, current.updatedAtMs),
+  };
+  const resetMs = untilFullMs(next.balance, next.updatedAtMs, limits, nowMs);
+  return { level: next.balance, resetMs, state: next, ttlMs: resetMs };
+}
 
 /**
  * Evaluates one request of `cost` tokens at `nowMs` (the store's clock). A missing state (expired =

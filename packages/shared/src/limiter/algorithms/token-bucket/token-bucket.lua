@@ -12,6 +12,9 @@ ARGV of one check, after the algorithm name and the cost (arity 4):
   periodMs   refill period in milliseconds; > 0
   maxDebt    how far below zero an admitted request may take the balance; >= 0
 
+settle (ARGV after the 4 numbers: delta, admittedAtMs): the balance brought up to now, minus delta
+(more: charged on top, even below -maxDebt; less: given back), never above capacity.
+
 State: the string "<balance> <updatedAtMs>", both '%.17g' (exact round trip). It matters until the
 bucket is full again, so that is its time to live: a bucket that would sit full expires and idle
 clients cost nothing. Absent, or unreadable (another algorithm's state) = a full bucket.
@@ -97,6 +100,20 @@ ALGORITHMS['token-bucket'] = (function()
           return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs), resetMs
         end,
       }
+    end,
+
+    -- level, resetMs, the state to store, its time to live (ms)
+    settle = function(s, delta, _admittedAtMs, stored, nowMs)
+      local balance, updatedAtMs = parseState(stored)
+      if not balance then
+        balance = s.capacity
+        updatedAtMs = nowMs
+      end
+      local b = refilled(balance, updatedAtMs, s, nowMs)
+      local nextBalance = math.min(b - delta, s.capacity)
+      local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
+      local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
+      return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs), resetMs
     end,
   }
 end)()

@@ -1,0 +1,614 @@
+// The Sluice console (docs/console.md): a small module on the public REST API of the rules API.
+// Every value from the API reaches the page as text (textContent, never innerHTML); the token stays
+// in this tab's sessionStorage and goes out only as `Authorization: Bearer`.
+
+const TOKEN_KEY = 'sluice.console.token';
+/** Server-set fields a rule input must not carry back in a PUT. */
+const SERVER_FIELDS = ['id', 'version', 'createdAt', 'updatedAt'];
+/** Fields that change on every write: not worth showing in a diff. */
+const NOISY_FIELDS = new Set(['version', 'updatedAt']);
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with attributes and children; strings become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === 'onclick') node.addEventListener('click', value);
+    else if (name === 'className') node.className = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
+  }
+  return node;
+}
+
+function say(message) {
+  $('status').textContent = message;
+}
+
+// ---------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(body?.message ?? `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+async function api(method, path, { body, ifMatch } = {}) {
+  const headers = { authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY) ?? ''}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (ifMatch !== undefined) headers['if-match'] = `"${ifMatch}"`;
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : body,
+    cache: 'no-store',
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = { message: text };
+  }
+  if (res.status === 401) {
+    signOut('The token was refused (401). Sign in again.');
+    throw new ApiError(401, json);
+  }
+  if (!res.ok) throw new ApiError(res.status, json);
+  return json;
+}
+
+async function listRules() {
+  const rules = [];
+  let cursor = null;
+  do {
+    const query = cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`;
+    const page = await api('GET', `/rules?limit=1000${query}`);
+    rules.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor !== null);
+  return rules;
+}
+
+// ---------------------------------------------------------------- rules table
+
+function kindOf(rule) {
+  if (rule.unlimited === true) return 'unlimited';
+  return Array.isArray(rule.limits) ? 'v2' : 'v1';
+}
+
+function durationText(value) {
+  return typeof value === 'number' ? `${value}ms` : String(value);
+}
+
+function limitSummary(limit, client) {
+  const who = client?.by === 'header' ? `per ${client.name}` : client?.by === 'global' ? 'global' : 'per IP';
+  if (limit.algorithm === 'sliding-window') return `${limit.max} / ${durationText(limit.window)} ${who}`;
+  return `${limit.capacity} burst, ${limit.refill} / ${durationText(limit.period)} ${who}`;
+}
+
+function limitsOf(rule) {
+  if (rule.unlimited === true) return ['no limit'];
+  if (rule.limit !== undefined) return [limitSummary(rule.limit, rule.client)];
+  return rule.limits.map((l) => `${l.name}: ${limitSummary(l, l.client)}`);
+}
+
+function matchText(match) {
+  const parts = [match.path];
+  if (match.methods?.length) parts.push(match.methods.join(','));
+  if (match.host) parts.push(`host ${match.host}`);
+  if (match.headers) parts.push(`${Object.keys(match.headers).length} header cond.`);
+  if (match.clientIps) parts.push('clientIps');
+  if (match.notClientIps) parts.push('notClientIps');
+  return parts.join(' · ');
+}
+
+let rules = [];
+let canWrite = true;
+
+function renderRules() {
+  const body = $('rules-body');
+  body.replaceChildren(
+    ...rules.map((rule) =>
+      el(
+        'tr',
+        { 'data-rule': rule.name },
+        el('th', { scope: 'row' }, el('span', { className: 'mono' }, rule.name)),
+        el(
+          'td',
+          {},
+          el(
+            'span',
+            { className: `tag ${rule.enabled ? 'on' : 'off'}` },
+            rule.enabled ? 'enabled' : 'disabled',
+          ),
+          rule.shadow ? el('span', { className: 'tag shadow' }, 'shadow') : null,
+          rule.priority !== 0 ? el('span', { className: 'tag off' }, `priority ${rule.priority}`) : null,
+        ),
+        el('td', {}, kindOf(rule)),
+        el('td', {}, ...limitsOf(rule).map((text) => el('div', {}, text))),
+        el('td', { className: 'mono' }, matchText(rule.match)),
+        el('td', {}, rule.version),
+        el(
+          'td',
+          {},
+          el(
+            'div',
+            { className: 'actions' },
+            canWrite
+              ? el(
+                  'button',
+                  { type: 'button', onclick: () => openEditor(rule.id), 'aria-label': `Edit ${rule.name}` },
+                  'Edit',
+                )
+              : null,
+            el(
+              'button',
+              {
+                type: 'button',
+                className: 'secondary',
+                onclick: () => openDetails(rule),
+                'aria-label': `History of ${rule.name}`,
+              },
+              'History',
+            ),
+            canWrite
+              ? el(
+                  'button',
+                  {
+                    type: 'button',
+                    className: 'danger',
+                    onclick: () => deleteRule(rule),
+                    'aria-label': `Delete ${rule.name}`,
+                  },
+                  'Delete',
+                )
+              : null,
+          ),
+        ),
+      ),
+    ),
+  );
+  $('rules-empty').hidden = rules.length > 0;
+}
+
+async function loadRules() {
+  rules = await listRules();
+  renderRules();
+}
+
+async function deleteRule(rule) {
+  if (!window.confirm(`Delete rule "${rule.name}" (version ${rule.version})?`)) return;
+  try {
+    await api('DELETE', `/rules/${rule.id}`, { ifMatch: rule.version });
+    say(`Deleted ${rule.name}.`);
+  } catch (error) {
+    if (error.status === 412)
+      say(`Not deleted: ${rule.name} changed since the list was loaded. Reload and look again.`);
+    else say(`Not deleted: ${error.message}`);
+  }
+  await loadRules();
+}
+
+// ---------------------------------------------------------------- editor
+
+/** What the editor works on: null for a new rule, else the id and the version the text came from. */
+let editing = null;
+
+function writable(rule) {
+  const copy = { ...rule };
+  for (const field of SERVER_FIELDS) delete copy[field];
+  return copy;
+}
+
+const NEW_RULE = {
+  name: 'my-rule',
+  match: { path: '/api/**' },
+  limits: [
+    { name: 'burst', capacity: 20, refill: 10, period: '1s' },
+    { name: 'daily', algorithm: 'sliding-window', max: 10000, window: '1d' },
+  ],
+};
+
+function showEditor(title, text, hint) {
+  $('editor').hidden = false;
+  $('editor-title').textContent = title;
+  $('rule-json').value = text;
+  $('rule-hint').textContent = hint;
+  clearEditorErrors();
+  $('rule-json').focus();
+}
+
+function clearEditorErrors() {
+  $('rule-error').textContent = '';
+  $('rule-json').removeAttribute('aria-invalid');
+  $('conflict').hidden = true;
+}
+
+function openNewRule() {
+  editing = null;
+  showEditor('New rule', JSON.stringify(NEW_RULE, null, 2), 'Create: POST /rules.');
+}
+
+async function openEditor(id) {
+  try {
+    const rule = await api('GET', `/rules/${id}`);
+    editing = { id: rule.id, version: rule.version, name: rule.name };
+    showEditor(
+      `Edit ${rule.name}`,
+      JSON.stringify(writable(rule), null, 2),
+      `Editing version ${rule.version}; saving sends If-Match: "${rule.version}".`,
+    );
+  } catch (error) {
+    say(`Cannot open the rule: ${error.message}`);
+  }
+}
+
+function fieldError(message) {
+  $('rule-error').textContent = message;
+  $('rule-json').setAttribute('aria-invalid', 'true');
+  $('rule-json').focus();
+}
+
+async function showConflict() {
+  try {
+    const current = await api('GET', `/rules/${editing.id}`);
+    $('conflict-text').textContent =
+      `You edited version ${editing.version}; the rule is now at version ${current.version}. ` +
+      'Nothing was saved. Load the current version, or keep your text and compare.';
+    $('conflict-current').textContent = JSON.stringify(writable(current), null, 2);
+    $('conflict').dataset.version = String(current.version);
+    $('conflict').hidden = false;
+    $('conflict-reload').focus();
+  } catch (error) {
+    if (error.status === 404) fieldError('Nothing was saved: the rule was deleted meanwhile.');
+    else fieldError(`Nothing was saved (412), and the current version could not be read: ${error.message}`);
+  }
+}
+
+async function saveRule(event) {
+  event.preventDefault();
+  clearEditorErrors();
+  const text = $('rule-json').value;
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    fieldError(`Not JSON: ${error.message}`);
+    return;
+  }
+  try {
+    const saved =
+      editing === null
+        ? await api('POST', '/rules', { body: text })
+        : await api('PUT', `/rules/${editing.id}`, { body: text, ifMatch: editing.version });
+    say(`Saved ${saved.name} (version ${saved.version}).`);
+    editing = { id: saved.id, version: saved.version, name: saved.name };
+    $('editor').hidden = true;
+    await loadRules();
+    $('rules-title').scrollIntoView();
+  } catch (error) {
+    if (error.status === 412) await showConflict();
+    else fieldError(`${error.status}: ${error.message}`);
+  }
+}
+
+function reloadFromConflict() {
+  const text = $('conflict-current').textContent;
+  const version = Number($('conflict').dataset.version);
+  editing = { ...editing, version };
+  $('rule-json').value = text;
+  $('rule-hint').textContent = `Editing version ${version}; saving sends If-Match: "${version}".`;
+  clearEditorErrors();
+  say(`Loaded version ${version}.`);
+  $('rule-json').focus();
+}
+
+// ---------------------------------------------------------------- history and offenders
+
+/** `{ a: { b: 1 } }` → `Map { 'a.b' → 1 }`; arrays of scalars stay whole, arrays of objects go by index. */
+function flatten(value, prefix = '', out = new Map()) {
+  if (value !== null && typeof value === 'object') {
+    const scalarArray = Array.isArray(value) && value.every((v) => v === null || typeof v !== 'object');
+    if (scalarArray) {
+      out.set(prefix, JSON.stringify(value));
+      return out;
+    }
+    for (const [key, inner] of Object.entries(value))
+      flatten(inner, prefix === '' ? key : `${prefix}.${key}`, out);
+    return out;
+  }
+  out.set(prefix, JSON.stringify(value));
+  return out;
+}
+
+/** The changed fields between two versions: `[field, old | undefined, new | undefined]`. */
+function diff(before, after) {
+  const a = flatten(before);
+  const b = flatten(after);
+  const changes = [];
+  for (const key of new Set([...a.keys(), ...b.keys()])) {
+    if (NOISY_FIELDS.has(key) || a.get(key) === b.get(key)) continue;
+    changes.push([key, a.get(key), b.get(key)]);
+  }
+  return changes.sort((x, y) => (x[0] < y[0] ? -1 : 1));
+}
+
+function changeItem([field, before, after]) {
+  return el(
+    'li',
+    {},
+    el('code', {}, field),
+    ': ',
+    before === undefined ? el('em', {}, '(none)') : el('span', { className: 'old mono' }, before),
+    ' → ',
+    after === undefined ? el('em', {}, '(removed)') : el('span', { className: 'new mono' }, after),
+  );
+}
+
+async function openDetails(rule) {
+  $('details').hidden = false;
+  $('details-title').textContent = `History of ${rule.name}`;
+  const list = $('history-list');
+  list.replaceChildren(el('li', {}, 'Loading…'));
+  $('details-title').focus();
+  try {
+    const { items } = await api('GET', `/rules/${rule.id}/history?limit=50`);
+    list.replaceChildren(
+      ...items.map((item, i) => {
+        const older = items[i + 1];
+        const head = `version ${item.version} · ${item.action} · ${new Date(item.at).toLocaleString()} · by ${item.actor}`;
+        let detail;
+        if (item.action === 'create') detail = el('p', { className: 'hint' }, 'created');
+        else if (item.action === 'delete') detail = el('p', { className: 'hint' }, 'deleted');
+        else if (older === undefined) detail = el('p', { className: 'hint' }, 'older versions not shown');
+        else {
+          const changes = diff(older.rule, item.rule);
+          detail =
+            changes.length === 0
+              ? el('p', { className: 'hint' }, 'no field changed')
+              : el('ul', { className: 'changes' }, ...changes.map(changeItem));
+        }
+        return el('li', { 'data-version': item.version }, el('strong', {}, head), detail);
+      }),
+    );
+  } catch (error) {
+    list.replaceChildren(el('li', { className: 'error' }, `History not available: ${error.message}`));
+  }
+  await loadOffenders(rule);
+}
+
+async function loadOffenders(rule) {
+  const box = $('offenders');
+  box.replaceChildren(el('p', {}, 'Loading…'));
+  try {
+    const { items } = await api('GET', `/rules/${rule.id}/offenders?minutes=15`);
+    if (items.length === 0) {
+      box.replaceChildren(el('p', {}, 'Nobody was denied in the last 15 minutes.'));
+      return;
+    }
+    box.replaceChildren(
+      el(
+        'table',
+        {},
+        el(
+          'thead',
+          {},
+          el('tr', {}, ...['Client', 'Limit', 'Denied', 'Shadow'].map((h) => el('th', { scope: 'col' }, h))),
+        ),
+        el(
+          'tbody',
+          {},
+          ...items.map((o) =>
+            el(
+              'tr',
+              {},
+              el('td', { className: 'mono' }, o.client),
+              el('td', {}, o.limit === '' ? '(the limit)' : o.limit),
+              el('td', {}, o.denied),
+              el('td', {}, o.shadow ? 'would be denied (shadow)' : 'denied'),
+            ),
+          ),
+        ),
+      ),
+    );
+  } catch (error) {
+    const notServed = error.status === 404 && error.body?.code === 'SLUICE_ROUTE_NOT_FOUND';
+    box.replaceChildren(
+      el(
+        'p',
+        { className: 'hint' },
+        notServed ? 'Top offenders are not available on this server.' : `Offenders: ${error.message}`,
+      ),
+    );
+  }
+}
+
+// ---------------------------------------------------------------- explain
+
+function parseHeaders(text) {
+  const headers = {};
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new Error(`header line "${line}" has no "name: value"`);
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    headers[name] = name in headers ? [].concat(headers[name], value) : value;
+  }
+  return headers;
+}
+
+async function explain(event) {
+  event.preventDefault();
+  $('explain-error').textContent = '';
+  const out = $('explain-result');
+  const request = { method: $('x-method').value, path: $('x-path').value };
+  if ($('x-host').value.trim() !== '') request.host = $('x-host').value.trim();
+  if ($('x-ip').value.trim() !== '') request.clientIp = $('x-ip').value.trim();
+  try {
+    request.headers = parseHeaders($('x-headers').value);
+  } catch (error) {
+    $('explain-error').textContent = error.message;
+    return;
+  }
+  try {
+    const result = await api('POST', '/rules/explain', { body: JSON.stringify(request) });
+    out.replaceChildren(...explanationNodes(result));
+  } catch (error) {
+    out.replaceChildren();
+    $('explain-error').textContent = `${error.status}: ${error.message}`;
+  }
+}
+
+function explanationNodes(result) {
+  if (result.error !== null) {
+    return [
+      el(
+        'p',
+        { className: 'error' },
+        `The gateway would answer 400 ${result.error.code}: ${result.error.message}`,
+      ),
+    ];
+  }
+  const nodes = [
+    el(
+      'p',
+      {},
+      'Normalised path: ',
+      el('code', {}, result.path),
+      result.host === null ? '' : ' · host ',
+      result.host === null ? '' : el('code', {}, result.host),
+    ),
+    el(
+      'p',
+      { className: 'chosen', id: 'explain-chosen' },
+      result.rule === null
+        ? 'No rule applies: the request is proxied without a limit.'
+        : [
+            'Rule chosen: ',
+            el('strong', { className: 'mono' }, result.rule.name),
+            result.unlimited ? ' (unlimited: no limit)' : '',
+          ],
+    ),
+  ];
+  if (result.limits.length > 0) {
+    nodes.push(
+      el(
+        'table',
+        {},
+        el('caption', { className: 'sr-only' }, 'Limits the request would be charged against'),
+        el(
+          'thead',
+          {},
+          el('tr', {}, ...['Limit', 'Algorithm', 'Client key'].map((h) => el('th', { scope: 'col' }, h))),
+        ),
+        el(
+          'tbody',
+          {},
+          ...result.limits.map((l) =>
+            el(
+              'tr',
+              {},
+              el('td', {}, l.name === '' ? '(the limit)' : l.name),
+              el('td', {}, l.algorithm),
+              el('td', { className: 'mono' }, l.clientKey),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+  if (result.considered.length > 0) {
+    nodes.push(
+      el('h3', {}, 'Rules considered (path, method and host fit)'),
+      el(
+        'table',
+        { id: 'explain-considered' },
+        el(
+          'thead',
+          {},
+          el('tr', {}, ...['Rule', 'Conditions hold', 'Why'].map((h) => el('th', { scope: 'col' }, h))),
+        ),
+        el(
+          'tbody',
+          {},
+          ...result.considered.map((c) =>
+            el(
+              'tr',
+              {},
+              el('td', { className: 'mono' }, c.name),
+              el('td', {}, c.matched ? 'yes' : 'no'),
+              el('td', {}, c.reason),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+  return nodes;
+}
+
+// ---------------------------------------------------------------- sign in
+
+function signOut(message = '') {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('app').hidden = true;
+  $('sign-out').hidden = true;
+  $('login').hidden = false;
+  $('login-error').textContent = message;
+  $('token').value = '';
+  $('token').focus();
+}
+
+async function enter() {
+  $('login').hidden = true;
+  $('app').hidden = false;
+  $('sign-out').hidden = false;
+  try {
+    await loadRules();
+  } catch (error) {
+    if (error.status !== 401) say(`Cannot list rules: ${error.message}`);
+    return;
+  }
+  // A read token may list rules but not write: find out without changing anything (403 before any effect).
+  canWrite = await api('DELETE', '/rules/00000000-0000-4000-8000-000000000000')
+    .then(() => true)
+    .catch((error) => error.status !== 403);
+  $('new-rule').hidden = !canWrite;
+  renderRules();
+  say(canWrite ? 'Signed in.' : 'Signed in with the read token: changes are disabled.');
+  $('main').focus();
+}
+
+function start() {
+  $('login').addEventListener('submit', (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $('token').value.trim());
+    $('token').value = '';
+    enter();
+  });
+  $('sign-out').addEventListener('click', () => signOut());
+  $('reload-rules').addEventListener('click', () => loadRules().then(() => say('Rules reloaded.')));
+  $('new-rule').addEventListener('click', openNewRule);
+  $('editor-form').addEventListener('submit', saveRule);
+  $('cancel-edit').addEventListener('click', () => {
+    $('editor').hidden = true;
+    $('rules-title').focus();
+  });
+  $('conflict-reload').addEventListener('click', reloadFromConflict);
+  $('conflict-keep').addEventListener('click', () => {
+    $('conflict').hidden = true;
+    $('rule-json').focus();
+  });
+  $('explain-form').addEventListener('submit', explain);
+  if (sessionStorage.getItem(TOKEN_KEY)) enter();
+  else signOut();
+}
+
+start();

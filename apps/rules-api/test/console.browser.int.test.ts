@@ -1,0 +1,224 @@
+/**
+ * The console in a real browser: Debian's chromium (`apt-get install -y chromium`) driven by
+ * playwright-core, against a real rules API process on a fresh Postgres database.
+ * Screenshots go to a temporary directory, or to `CONSOLE_SCREENSHOTS_DIR` (docs/images to refresh the docs).
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startRulesApi, type TestRulesApi } from '@sluice/test-support';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+let api: TestRulesApi;
+let browser: Browser;
+let page: Page;
+let shots: string;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
+  shots = process.env.CONSOLE_SCREENSHOTS_DIR ?? (await mkdtemp(path.join(tmpdir(), 'sluice-console-')));
+  await mkdir(shots, { recursive: true });
+  [api, browser] = await Promise.all([
+    startRulesApi({ databasePrefix: 'sluice_console' }),
+    chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] }),
+  ]);
+  const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(10_000);
+  // CSP violations and script errors show up here (answers 4xx are part of the test, not errors)
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(m.text());
+  });
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('dialog', (d) => void d.accept());
+}, 45_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await api?.stop();
+});
+
+/** A call behind the page's back, with the admin token. */
+async function adminCall(method: string, url: string, body?: unknown, ifMatch?: number) {
+  const res = await fetch(`${api.url}${url}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${api.adminToken}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(ifMatch === undefined ? {} : { 'if-match': `"${ifMatch}"` }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
+  const json: any = res.status === 204 ? undefined : await res.json();
+  return { status: res.status, body: json };
+}
+
+const STACKED = {
+  name: 'search',
+  description: 'search API: burst and daily per key, and a cap for everyone',
+  match: { path: '/search/**', methods: ['GET'] },
+  limits: [
+    { name: 'burst', client: { by: 'header', name: 'x-api-key' }, capacity: 20, refill: 10, period: '1s' },
+    {
+      name: 'daily',
+      client: { by: 'header', name: 'x-api-key' },
+      algorithm: 'sliding-window',
+      max: 10000,
+      window: '1d',
+    },
+    { name: 'everyone', client: { by: 'global' }, capacity: 1000, refill: 1000, period: '1s' },
+  ],
+};
+
+describe('the console in Chromium', () => {
+  it('serves the page with a strict CSP and no inline script', async () => {
+    const res = await fetch(`${api.url}/console`);
+    expect(res.status).toBe(200);
+    const csp = res.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).not.toContain('unsafe-inline');
+    const html = await res.text();
+    expect(html).not.toMatch(/<script(?![^>]*\bsrc=)/);
+  });
+
+  it('signs in, creates a stacked rule, edits it, shows a 412 conflict, the history diff and an explanation', async () => {
+    await page.goto(`${api.url}/console`);
+    await page.getByLabel('Token').fill(api.adminToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('Signed in.');
+    expect(await page.evaluate("sessionStorage.getItem('sluice.console.token')")).toBe(api.adminToken);
+
+    // create: first an invalid rule, whose 400 is shown next to the field
+    await page.getByRole('button', { name: 'New rule' }).click();
+    const editor = page.getByLabel('Rule (JSON, see docs/rules.md)');
+    await editor.fill(JSON.stringify({ ...STACKED, limits: [{ ...STACKED.limits[0], capacity: -1 }] }));
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#rule-error').textContent()).toMatch(/^400: .*capacity/);
+    expect(await editor.getAttribute('aria-invalid')).toBe('true');
+
+    await editor.fill(JSON.stringify(STACKED, null, 2));
+    await page.getByRole('button', { name: 'Save' }).click();
+    const row = page.locator('tr[data-rule="search"]');
+    await row.waitFor();
+    expect(await row.textContent()).toContain('v2');
+    expect(await row.textContent()).toContain('burst: 20 burst, 10 / 1s per x-api-key');
+    expect(await row.textContent()).toContain('everyone: 1000 burst, 1000 / 1s global');
+
+    // a second rule, so explain has something to choose between
+    const free = await adminCall('POST', '/rules', {
+      name: 'search-free',
+      match: { path: '/search/**', headers: { 'x-tier': 'free' } },
+      limit: { capacity: 5, refill: 1, period: '1s' },
+      priority: 5,
+      shadow: true,
+    });
+    expect(free.status).toBe(201);
+
+    // edit: version 1 → 2
+    await page.getByRole('button', { name: 'Edit search', exact: true }).click();
+    await expect.poll(() => editor.inputValue()).toContain('"burst"');
+    await editor.fill(JSON.stringify({ ...STACKED, priority: 2 }, null, 2));
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('Saved search (version 2).');
+    await page.screenshot({ path: path.join(shots, 'console-rules.png') });
+
+    // 412: the page edits version 2 while someone else makes version 3
+    await page.getByRole('button', { name: 'Edit search', exact: true }).click();
+    await expect.poll(() => editor.inputValue()).toContain('"priority": 2');
+    const current = await adminCall('GET', `/rules/${(await adminCall('GET', '/rules')).body.items[0].id}`);
+    const { id, version, createdAt, updatedAt, ...fields } = current.body;
+    const behind = await adminCall(
+      'PUT',
+      `/rules/${id}`,
+      { ...fields, description: 'changed behind your back' },
+      version,
+    );
+    expect(behind.status).toBe(200);
+    await editor.fill(JSON.stringify({ ...STACKED, priority: 3 }, null, 2));
+    await page.getByRole('button', { name: 'Save' }).click();
+    const conflict = page.locator('#conflict');
+    await conflict.waitFor({ state: 'visible' });
+    expect(await page.locator('#conflict-text').textContent()).toContain(
+      'You edited version 2; the rule is now at version 3',
+    );
+    expect(await page.locator('#conflict-current').textContent()).toContain('changed behind your back');
+    await conflict.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(shots, 'console-conflict.png') });
+    // never overwritten
+    const after = await adminCall('GET', `/rules/${id}`);
+    expect(after.body).toMatchObject({ version: 3, priority: 2, description: 'changed behind your back' });
+    // the user chooses to reload: the text becomes version 3, and a save then applies to it
+    await page.getByRole('button', { name: 'Load the current version (drops your edit)' }).click();
+    expect(await editor.inputValue()).toContain('changed behind your back');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('Saved search (version 4).');
+
+    // history with the diff between versions
+    await page.getByRole('button', { name: 'History of search', exact: true }).click();
+    const v3 = page.locator('#history-list li[data-version="3"]');
+    await v3.waitFor();
+    expect(await v3.textContent()).toContain('description');
+    expect(await v3.locator('.old').textContent()).toBe(JSON.stringify(STACKED.description));
+    expect(await v3.locator('.new').textContent()).toBe('"changed behind your back"');
+    const v2 = page.locator('#history-list li[data-version="2"]');
+    expect(await v2.textContent()).toMatch(/priority: 0 → 2/);
+    // no offenders route on this server yet: a short note, not an error
+    await expect
+      .poll(() => page.locator('#offenders').textContent())
+      .toBe('Top offenders are not available on this server.');
+
+    // explain a request
+    await page.getByLabel('Path').fill('/search/./books?q=x');
+    await page.getByLabel('Client IP').fill('2001:db8:1:2::9');
+    await page.getByLabel('Headers (one name: value per line)').fill('x-api-key: key-123\nx-tier: pro');
+    await page.getByRole('button', { name: 'Explain' }).click();
+    const chosen = page.locator('#explain-chosen');
+    await chosen.waitFor();
+    expect(await chosen.textContent()).toBe('Rule chosen: search');
+    const result = await page.locator('#explain-result').textContent();
+    expect(result).toContain('/search/books');
+    expect(result).toContain('header:key-123');
+    expect(result).toContain('global');
+    expect(await page.locator('#explain-considered').textContent()).toContain('header x-tier is not "free"');
+    await page.locator('section[aria-labelledby="explain-title"]').screenshot({
+      path: path.join(shots, 'console-explain.png'),
+    });
+
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+
+  it('shows API values as text, never as markup', async () => {
+    const created = await adminCall('POST', '/rules', {
+      name: 'markup',
+      description: '<img src=x onerror="window.__pwned=1">',
+      match: { path: '/x/<b>y</b>' },
+      unlimited: true,
+    });
+    // the path refuses `<`? then the description alone carries the markup
+    if (created.status !== 201) {
+      expect(
+        (
+          await adminCall('POST', '/rules', {
+            name: 'markup',
+            description: '<img src=x onerror="window.__pwned=1">',
+            match: { path: '/x' },
+            unlimited: true,
+          })
+        ).status,
+      ).toBe(201);
+    }
+    await page.getByRole('button', { name: 'Reload' }).click();
+    await page.locator('tr[data-rule="markup"]').waitFor();
+    await page.getByRole('button', { name: 'Edit markup' }).click();
+    await expect.poll(() => page.getByLabel('Rule (JSON, see docs/rules.md)').inputValue()).toContain('<img');
+    expect(await page.locator('img').count()).toBe(0);
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * The concurrency limit (`"algorithm": "concurrency"`): at most `max` of a client's requests in flight,
+ * in pure TypeScript with the clock passed in. `concurrency.lua` is its twin (a sorted set of lease ids
+ * scored by expiry); the differential test checks that they agree.
+ *
+ * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (the taking gateway's
+ * UPSTREAM_TIMEOUT_MS + 5 s); the end of the exchange removes it (`settle`). A lease whose expiry has
+ * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
+ * killed mid-request come back by themselves, never later than their expiry.
+ *
+ * A request takes exactly one slot (its cost is always 1). Admitted iff fewer than `max` slots are held.
+ * A denial says `Retry-After: 1` (a slot may come back any moment: nothing to compute); `t` is 0.
+ */
+import type { ConcurrencySpec, Settlement } from '../../limits.js';
+import {
+  type Algorithm,
+  assertPositive,
+  type Evaluation,
+  LimitArgumentError,
+  type Settled,
+  type Verdict,
+} from '../algorithm.js';
+
+/** What a store keeps per limit and client: lease id → expiry (store clock, ms). Never mutated. */
+export interface SlotsState {
+  readonly leases: ReadonlyMap<string, number>;
+}
+
+/** The wait a concurrency denial reports, ms (SPEC §5: `Retry-After: 1`). */
+export const CONCURRENCY_RETRY_AFTER_MS = 1_000;
+
+/** Throws `LimitArgumentError` unless `max` is a whole number >= 1, `leaseMs` > 0 and the cost is 1. */
+export function assertSlotsArguments(spec: Omit<ConcurrencySpec, 'algorithm'>, cost: number): void {
+  if (!(Number.isInteger(spec.max) && spec.max >= 1)) {
+    throw new LimitArgumentError(`max must be an integer >= 1, got ${spec.max}`);
+  }
+  assertPositive('leaseMs', spec.leaseMs);
+  if (cost !== 1) throw new LimitArgumentError(`a concurrency check costs 1 slot, got ${cost}`);
+}
+
+export const concurrency: Algorithm<ConcurrencySpec, SlotsState> = {
+  name: 'concurrency',
+  assertArguments: assertSlotsArguments,
+  luaArguments: (spec, leaseId) => [String(spec.max), String(spec.leaseMs), leaseId ?? ''],
+  evaluate: evaluateSlots,
+  settle: releaseSlot,
+};
+
+/** The leases of `state` that still count at `nowMs`. */
+export function liveLeases(state: unknown, nowMs: number): Map<string, number> {
+  const live = new Map<string, number>();
+  if (!isSlotsState(state)) return live;
+  for (const [id, expiresAtMs] of state.leases) if (expiresAtMs > nowMs) live.set(id, expiresAtMs);
+  return live;
+}
+
+export function evaluateSlots(
+  state: unknown,
+  spec: Omit<ConcurrencySpec, 'algorithm'>,
+  _cost: number,
+  nowMs: number,
+  leaseId?: string,
+): Evaluation<SlotsState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const leases = liveLeases(state, nowMs);
+  const held = leases.size;
+  const allowed = held < spec.max;
+  return {
+    allowed,
+    hold(): Verdict {
+      return { allowed, level: held, retryAfterMs: allowed ? 0 : CONCURRENCY_RETRY_AFTER_MS, resetMs: 0 };
+    },
+    charge() {
+      if (!allowed) throw new LimitArgumentError('charge() of a request this concurrency limit denies');
+      if (leaseId === undefined || leaseId === '')
+        throw new LimitArgumentError('a concurrency check needs a leaseId');
+      leases.set(leaseId, nowMs + spec.leaseMs);
+      return {
+        verdict: { allowed, level: leases.size, retryAfterMs: 0, resetMs: 0 },
+        state: { leases },
+        ttlMs: lastExpiryMs(leases) - nowMs,
+      };
+    },
+  };
+}
+
+/** Gives the settlement's slot back (nothing when it expired already). */
+export function releaseSlot(state: unknown, settlement: Settlement, nowMs: number): Settled<SlotsState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const leases = liveLeases(state, nowMs);
+  if (settlement.leaseId !== undefined) leases.delete(settlement.leaseId);
+  return {
+    level: leases.size,
+    resetMs: 0,
+    state: { leases },
+    ttlMs: leases.size === 0 ? 0 : lastExpiryMs(leases) - nowMs,
+  };
+}
+
+function lastExpiryMs(leases: ReadonlyMap<string, number>): number {
+  let last = -Infinity;
+  for (const expiresAtMs of leases.values()) if (expiresAtMs > last) last = expiresAtMs;
+  return last;
+}
+
+function isSlotsState(state: unknown): state is SlotsState {
+  return typeof state === 'object' && state !== null && (state as SlotsState).leases instanceof Map;
+}

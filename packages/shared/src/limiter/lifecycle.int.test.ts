@@ -1,0 +1,237 @@
+/**
+ * Random request lifecycles (SPEC §5) through the in-process store and Redis on one simulated clock:
+ * requests take a token bucket, a sliding window and a concurrency slot at once; each admitted request
+ * then ends one way or another (charged its real cost, refunded, given back only as a client that went
+ * away, or lost with its gateway). Checked, for every run:
+ * - TypeScript and Lua agree bit for bit on every admission and every settlement;
+ * - slots held never exceed `max`, and once every exchange has ended (and lost slots expired) nothing
+ *   is in flight;
+ * - the bucket never admits more than `capacity + maxDebt + rate·T` plus what was given back.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assertSlotsArguments } from './algorithms/concurrency/model.js';
+import { acquireFrom, settleFrom } from './engine.js';
+import {
+  type ConcurrencySpec,
+  type Decision,
+  type LimitCheck,
+  limitKey,
+  type SettledLimit,
+  type Settlement,
+  type SlidingWindowSpec,
+  type TokenBucketSpec,
+} from './limits.js';
+import { MemoryStore } from './memory-store.js';
+import { bucketSpecArb, specCostArb, specStepMsArb, windowSpecArb } from './test-arbitraries.js';
+import { openTestRedis, type TestRedis } from './test-redis.js';
+import { ReferenceTable, SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
+
+let redis: TestRedis;
+beforeAll(async () => {
+  redis = await openTestRedis('lifecycle');
+});
+afterAll(async () => {
+  await redis?.close();
+});
+
+type Ending = 'charge' | 'refund' | 'release' | 'lost';
+
+interface Step {
+  stepMs: number;
+  /** start a request, or end the open request at `pick` (modulo the open ones) */
+  start: boolean;
+  cost: number;
+  pick: number;
+  ending: Ending;
+  /** the real cost a charge states, as a multiple of the admitted one (0 … 3) */
+  actualFactor: number;
+}
+
+interface Lifecycle {
+  bucket: TokenBucketSpec;
+  window: SlidingWindowSpec;
+  slots: ConcurrencySpec;
+  startMs: number;
+  steps: Step[];
+}
+
+const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
+  .record({
+    bucket: bucketSpecArb,
+    window: windowSpecArb,
+    slots: fc.record({
+      algorithm: fc.constant('concurrency' as const),
+      max: fc.integer({ min: 1, max: 5 }),
+      leaseMs: fc.oneof(fc.constantFrom(1, 1_000, 35_000), fc.integer({ min: 1, max: 100_000 })),
+    }),
+    startMs: fc.integer({ min: 1_600_000_000_000, max: 2_000_000_000_000 }),
+  })
+  .chain((limits) =>
+    fc.record({
+      ...Object.fromEntries(Object.entries(limits).map(([k, v]) => [k, fc.constant(v)])),
+      steps: fc.array(
+        fc.record({
+          stepMs: fc.oneof(
+            specStepMsArb(limits.bucket),
+            fc.integer({ min: 0, max: 2 * limits.slots.leaseMs }),
+          ),
+          start: fc.boolean(),
+          cost: specCostArb(limits.bucket),
+          pick: fc.nat(),
+          ending: fc.constantFrom<Ending>('charge', 'charge', 'refund', 'release', 'lost'),
+          actualFactor: fc.oneof(fc.constantFrom(0, 1), fc.double({ min: 0, max: 3, noNaN: true })),
+        }),
+        { minLength: 20, maxLength: 80, size: 'max' },
+      ),
+    }),
+  ) as fc.Arbitrary<Lifecycle>;
+
+/** What a store answers to a lifecycle, in order (all sent without waiting: one connection keeps order). */
+interface Store {
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs?: number): Promise<Decision>;
+  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs?: number): Promise<SettledLimit[]>;
+}
+
+let totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
+
+/**
+ * Plays `life` on the reference engine, checking the bounds as it goes, and returns the calls to replay
+ * on the stores with the reference's answers.
+ */
+function playReference(life: Lifecycle, run: string) {
+  const table = new ReferenceTable();
+  const keys = {
+    bucket: limitKey('', run, 'bucket', 'c'),
+    window: limitKey('', run, 'window', 'c'),
+    slots: limitKey('', run, 'slots:slots', 'c'),
+  };
+  const chargeMax = Math.max(life.bucket.capacity + life.bucket.maxDebt, life.window.max);
+  const calls: (
+    | { kind: 'acquire'; checks: LimitCheck[]; atMs: number; expected: Decision }
+    | {
+        kind: 'settle';
+        settlements: Settlement[];
+        atMs: number;
+        expected: SettledLimit[];
+      }
+  )[] = [];
+  const open: { leaseId: string; cost: number; admittedAtMs: number }[] = [];
+  let nowMs = life.startMs;
+  let admitted = 0;
+  let extra = 0;
+  let givenBack = 0;
+  let id = 0;
+  const rate = life.bucket.refill / life.bucket.periodMs;
+  const slotsOf = (leaseId: string): Settlement => ({
+    key: keys.slots,
+    spec: life.slots,
+    delta: 0,
+    admittedAtMs: 0,
+    leaseId,
+  });
+  for (const step of life.steps) {
+    nowMs += step.stepMs;
+    if (step.start || open.length === 0) {
+      const leaseId = `${run}-${++id}`;
+      const checks: LimitCheck[] = [
+        { key: keys.bucket, spec: life.bucket, cost: step.cost },
+        { key: keys.window, spec: life.window, cost: step.cost },
+        { key: keys.slots, spec: life.slots, cost: 1, leaseId },
+      ];
+      const expected = acquireFrom(table, checks, nowMs);
+      calls.push({ kind: 'acquire', checks, atMs: nowMs, expected });
+      expect(expected.limits[2]!.level).toBeLessThanOrEqual(life.slots.max);
+      if (expected.allowed) {
+        admitted += step.cost;
+        open.push({ leaseId, cost: step.cost, admittedAtMs: nowMs });
+        // SPEC §5: tokens admitted since the start (a full bucket) never exceed this, plus what came back
+        const bound = life.bucket.capacity + life.bucket.maxDebt + rate * (nowMs - life.startMs) + givenBack;
+        expect(admitted + extra).toBeLessThanOrEqual(bound * (1 + 1e-9) + 1e-9);
+      }
+      continue;
+    }
+    const [request] = open.splice(step.pick % open.length, 1);
+    const { leaseId, cost, admittedAtMs } = request!;
+    if (step.ending === 'lost') {
+      totals.lost++;
+      continue; // its gateway died: nobody gives anything back
+    }
+    const settlements: Settlement[] = [];
+    if (step.ending !== 'release') {
+      const delta = step.ending === 'refund' ? -cost : Math.min(cost * step.actualFactor, chargeMax) - cost;
+      if (delta !== 0) {
+        settlements.push({ key: keys.bucket, spec: life.bucket, delta, admittedAtMs });
+        settlements.push({ key: keys.window, spec: life.window, delta, admittedAtMs });
+        if (delta < 0) givenBack -= delta;
+        else extra += delta;
+      }
+    }
+    settlements.push(slotsOf(leaseId));
+    const expected = settleFrom(table, settlements, nowMs);
+    calls.push({ kind: 'settle', settlements, atMs: nowMs, expected });
+  }
+  // every exchange still open ends now; lost slots expire with their lease: nothing stays in flight
+  for (const request of open) {
+    const settlements = [slotsOf(request.leaseId)];
+    calls.push({ kind: 'settle', settlements, atMs: nowMs, expected: settleFrom(table, settlements, nowMs) });
+  }
+  nowMs += life.slots.leaseMs;
+  const probe: LimitCheck[] = [{ key: keys.slots, spec: life.slots, cost: 1, leaseId: `${run}-probe` }];
+  const last = acquireFrom(table, probe, nowMs);
+  expect(last.limits[0]!.level).toBe(1); // only the probe itself
+  calls.push({ kind: 'acquire', checks: probe, atMs: nowMs, expected: last });
+  return calls;
+}
+
+async function replay(store: Store, calls: ReturnType<typeof playReference>, label: string): Promise<void> {
+  const sent = calls.map((call) =>
+    call.kind === 'acquire'
+      ? store.acquireAt(call.checks, call.atMs, SIMULATION_TTL_MS)
+      : store.settleAt(call.settlements, call.atMs, SIMULATION_TTL_MS),
+  );
+  const answers = await Promise.all(sent);
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!;
+    const answer = answers[i]!;
+    const same =
+      call.kind === 'acquire'
+        ? sameDecision(answer as Decision, call.expected)
+        : (answer as SettledLimit[]).every(
+            (s, j) =>
+              Object.is(s.level, call.expected[j]!.level) &&
+              s.remaining === call.expected[j]!.remaining &&
+              s.resetMs === call.expected[j]!.resetMs,
+          );
+    if (!same) expect({ label, i, call, answer }).toEqual({ label, i, call, answer: call.expected });
+  }
+}
+
+describe('request lifecycles: admission, charge, refund, release, loss', () => {
+  it('TS and Lua agree; slots never exceed max and all come back; the bucket bound holds (10,000+ operations)', async () => {
+    let run = 0;
+    totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
+    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    await fc.assert(
+      fc.asyncProperty(lifecycleArb, async (life) => {
+        const runId = `life-${++run}-${Math.random().toString(36).slice(2)}`;
+        const calls = playReference(life, runId);
+        await replay(memory, calls, 'memory');
+        await replay(redis.store, calls, 'redis');
+        totals.operations += calls.length;
+        totals.admissions += calls.filter((c) => c.kind === 'acquire' && c.expected.allowed).length;
+        totals.settlements += calls.filter((c) => c.kind === 'settle').length;
+      }),
+      { numRuns: 250 },
+    );
+    await memory.close();
+    console.log(`lifecycle property: ${JSON.stringify(totals)}`);
+    expect(totals.operations).toBeGreaterThanOrEqual(10_000);
+  }, 300_000);
+
+  it('refuses a concurrency check whose cost is not 1 or whose max is not a whole number', () => {
+    expect(() => assertSlotsArguments({ max: 2, leaseMs: 1_000 }, 2)).toThrow(/costs 1 slot/);
+    expect(() => assertSlotsArguments({ max: 1.5, leaseMs: 1_000 }, 1)).toThrow(/integer/);
+    expect(() => assertSlotsArguments({ max: 2, leaseMs: 0 }, 1)).toThrow(/leaseMs/);
+  });
+});
