@@ -2,7 +2,8 @@
  * Gateways on a real Redis Cluster (3 masters, 1 replica each, started on free ports by
  * @sluice/test-support): the script reloaded on a master that lost it, keys spread over every master,
  * two gateways admitting what one bucket allows, a stacked rule whose limits live in different slots
- * (a denial by the later one gives back the earlier one's charge), a slot migrated under load, and a
+ * (a denial by the later one gives back the earlier one's charge; a refund settles both), a slot
+ * migrated under load, and a
  * master SIGKILLed under load (its replica takes over; zero 5xx with STORE_FAILURE=local).
  *
  * Admissions are measured on Redis's clock, as in cluster.int.test.ts: T runs from Redis `TIME` just
@@ -283,6 +284,7 @@ describe('gateways on the cluster', () => {
     )!;
     const target = topology.find((node) => node.role === 'master' && node.id !== source.id)!;
 
+    const fallbacksBefore = await Promise.all(pair.map((g) => metric(g, 'sluice_store_fallbacks_total')));
     const startMs = await redisNowMs();
     const running = load(pair, 3_000, 4, () => '/migrating/x');
     await sleep(1_000);
@@ -315,8 +317,12 @@ describe('gateways on the cluster', () => {
     const state = await admin.get(key);
     const spanSec = (Number(state?.split(' ')[1]) - startMs) / 1000;
     const ratio = result.admitted / (CAPACITY + RATE * spanSec);
-    const summary = JSON.stringify({ ...result, spanSec, ratio });
+    const fallbacksAfter = await Promise.all(pair.map((g) => metric(g, 'sluice_store_fallbacks_total')));
+    const fallbacks = fallbacksAfter[0]! + fallbacksAfter[1]! - fallbacksBefore[0]! - fallbacksBefore[1]!;
+    const summary = JSON.stringify({ ...result, spanSec, ratio, fallbacks });
     expect(result.other, summary).toBe(0);
+    // every decision was Redis's: redirections followed, none failed over to the local policy
+    expect(fallbacks, summary).toBe(0);
     expect(ratio, summary).toBeGreaterThanOrEqual(0.99);
     expect(ratio, summary).toBeLessThanOrEqual(1.005);
   }, 20_000);
