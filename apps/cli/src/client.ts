@@ -1,5 +1,5 @@
 /**
- * A small client for the rules API (SPEC §3): just the calls the rules-file workflow and the demo need.
+ * A small client for the rules API (docs/rules-api.md): just the calls the rules-file workflow and the demo need.
  * Every failure is a `RulesApiError` with a code, so callers decide per code (a 412 is a conflict to
  * report, a 401 a token to fix) instead of parsing messages.
  */

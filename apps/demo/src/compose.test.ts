@@ -1,7 +1,7 @@
 /**
  * There is no Docker engine where the tests run, so this checks that docker-compose.yml and the
  * Dockerfile run what the tests run: the same entry files as the demo, the variables each process
- * actually reads (SPEC §1), build targets that exist, and a seed file that is in the image.
+ * actually reads (docs/configuration.md), build targets that exist, and a seed file that is in the image.
  * (`docker-compose config` checks the syntax in CI.)
  */
 import { readFileSync } from 'node:fs';

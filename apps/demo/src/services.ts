@@ -1,5 +1,5 @@
 /**
- * How the demo runs each service: the same entry files and environment variables (SPEC §1) that the
+ * How the demo runs each service: the same entry files and environment variables (docs/configuration.md) that the
  * Docker images and docker-compose.yml use, so the demo exercises what production runs.
  */
 import { fileURLToPath } from 'node:url';

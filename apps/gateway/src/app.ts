@@ -28,7 +28,7 @@ import { RateLimiter } from './rate-limit.js';
 import { RulesCache } from './rules-cache.js';
 import { GuardedStore } from './store-policy.js';
 
-/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (SPEC §5), ms. */
+/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
 export const SLOT_LEASE_MARGIN_MS = 5_000;
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */

@@ -15,7 +15,7 @@ function problemsOf(env: Record<string, string>): readonly string[] {
 }
 
 describe('loadConfig', () => {
-  it('fills every default of SPEC §1', () => {
+  it('fills every documented default (docs/configuration.md)', () => {
     const config = loadConfig(REQUIRED);
     expect(config).toMatchObject({
       port: 8080,

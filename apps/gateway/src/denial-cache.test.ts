@@ -5,7 +5,7 @@ import { DenialCache, denialKey } from './denial-cache.js';
 const BUCKET: LimitSpec = { algorithm: 'token-bucket', capacity: 10, refill: 1, periodMs: 1000, maxDebt: 10 };
 const WINDOW: LimitSpec = { algorithm: 'sliding-window', max: 100, windowMs: 60_000 };
 const CHECKS: LimitCheck[] = [{ key: '{r:c}', spec: BUCKET, cost: 8 }];
-/** the SPEC §2 example's denial: balance −6, 7 s until b = 1, 16 s until full */
+/** the documented debt example's denial (docs/limits.md): balance −6, 7 s until b = 1, 16 s until full */
 const denied: Decision = {
   allowed: false,
   deniedIndex: 0,

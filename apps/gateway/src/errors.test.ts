@@ -26,7 +26,7 @@ describe('error codes', () => {
     }
   });
 
-  it('SPEC statuses: unsafe path 400, no upstream 404, unreachable 502, timeout 504, store closed 503', () => {
+  it('documented statuses: unsafe path 400, no upstream 404, unreachable 502, timeout 504, store closed 503', () => {
     expect(GATEWAY_ERRORS.SLUICE_BAD_PATH).toBe(400);
     expect(GATEWAY_ERRORS.SLUICE_NO_UPSTREAM).toBe(404);
     expect(GATEWAY_ERRORS.SLUICE_UPSTREAM_UNREACHABLE).toBe(502);

@@ -1,5 +1,5 @@
 /**
- * A request's whole life after admission (SPEC §5), in one object: the typed per-request context
+ * A request's whole life after admission (docs/lifecycle.md), in one object: the typed per-request context
  * (`request.exchange`) that the limiter creates, the proxy feeds (response status, the charge header,
  * body bytes, its own 502/504) and the end of the exchange closes, exactly once, whichever way it
  * ends: the response complete, the client gone mid-request or mid-response, the upstream unreachable

@@ -1,5 +1,5 @@
 /**
- * Forwarding (SPEC §4 "Admitted"): one @fastify/http-proxy per UPSTREAMS entry, routed and
+ * Forwarding (docs/gateway.md): one @fastify/http-proxy per UPSTREAMS entry, routed and
  * forwarded on the NORMALISED path and host.
  *
  * Fastify routes on `req.url` before any hook runs, so normalising in a hook would be too late:
@@ -181,7 +181,7 @@ const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (headers
   if (request && (request.raw as GatewayRawRequest)[kLimited]) {
     delete headers.ratelimit;
     delete headers['ratelimit-policy'];
-    // the upstream's price of the request is for the gateway only (SPEC §5)
+    // the upstream's price of the request is for the gateway only (docs/lifecycle.md)
     const exchange = request.exchange;
     const chargeHeader = exchange?.rule.charge?.header;
     if (chargeHeader !== undefined) {

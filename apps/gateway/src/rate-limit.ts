@@ -318,7 +318,7 @@ export class RateLimiter {
       limits: compiled.limits.map((limit) => ({
         name: limit.name,
         keyName: limit.spec.algorithm === 'concurrency' ? `${limit.name}:slots` : limit.name,
-        // the slot's expiry is this gateway's to set (SPEC §5)
+        // the slot's expiry is this gateway's to set (docs/lifecycle.md)
         spec:
           limit.spec.algorithm === 'concurrency'
             ? Object.freeze({ ...limit.spec, leaseMs: this.#slotLeaseMs })

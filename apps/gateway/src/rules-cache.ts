@@ -1,5 +1,5 @@
 /**
- * The gateway's copy of the rules (SPEC §4 "Rules cache"): `GET /rules/snapshot` at start, again on
+ * The gateway's copy of the rules (docs/gateway.md): `GET /rules/snapshot` at start, again on
  * the `RULES_REFRESH` schedule with `If-None-Match`, compiled once per change, last good set kept.
  *
  * - A snapshot is taken whole or not at all: one invalid rule (shape or `compileRules`) rejects the

@@ -1,6 +1,6 @@
 /**
  * The store as the request path sees it: the primary store (Redis) behind a circuit breaker, with
- * the `STORE_FAILURE` policy deciding whenever the store cannot (SPEC §1, §4 "Store failure").
+ * the `STORE_FAILURE` policy deciding whenever the store cannot (docs/configuration.md, `STORE_FAILURE`).
  *
  * - `local`: the same limiter engine in an in-process store of this gateway;
  * - `open`: admit (OPEN_DECISION);

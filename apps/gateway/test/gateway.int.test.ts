@@ -98,7 +98,7 @@ afterAll(async () => {
 const get = (path: string, headers: Record<string, string> = {}) => http(gw.port, path, { headers });
 
 describe('token bucket through the gateway', () => {
-  it('admits a burst of capacity, then 429 with Retry-After, headers and body as SPEC §4', async () => {
+  it('admits a burst of capacity, then 429 with Retry-After, headers and body as documented', async () => {
     const hitsBefore = upstream.hits('/burst');
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push(await get('/burst/a'));

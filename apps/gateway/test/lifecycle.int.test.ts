@@ -1,5 +1,5 @@
 /**
- * A request's whole life (SPEC §5), seen from outside on the real Redis: concurrency limits across two
+ * A request's whole life (docs/lifecycle.md), seen from outside on the real Redis: concurrency limits across two
  * gateways (measured at the upstream), slots freed by aborting clients and by expiry after a SIGKILL,
  * and charging at the response (a header-priced upstream, refunds, a lying upstream).
  */

@@ -1,5 +1,5 @@
 /**
- * The rules cache when the rules API is away (SPEC §4 "Rules cache"): not ready (and nothing
+ * The rules cache when the rules API is away (docs/gateway.md): not ready (and nothing
  * proxied) before the first snapshot; the last good rules keep being enforced after it dies.
  */
 

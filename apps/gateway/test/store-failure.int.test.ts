@@ -1,5 +1,5 @@
 /**
- * Redis failures (SPEC §1 STORE_FAILURE, §4 "Store failure"), with a redis-server this file starts
+ * Redis failures (STORE_FAILURE, docs/configuration.md), with a redis-server this file starts
  * on its own port and kills, freezes and restarts.
  */
 import { Agent } from 'node:http';

@@ -14,7 +14,7 @@ function problems(env: Record<string, string>): string[] {
 }
 
 describe('loadConfig', () => {
-  it('fills the SPEC defaults', () => {
+  it('fills the documented defaults', () => {
     expect(loadConfig({ ADMIN_TOKEN: 'a' })).toEqual({
       port: 8081,
       host: '0.0.0.0',

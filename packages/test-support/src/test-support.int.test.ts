@@ -61,7 +61,7 @@ it('starts a rules API that takes its tokens; kill() keeps the database, stop() 
 it('fails with what the process printed when it cannot start, and leaves no database behind', async () => {
   await expect(
     startRulesApi({ env: { DATABASE_URL: 'mysql://nope' }, databasePrefix: 'test_support_bad' }),
-  ).rejects.toThrow(/rules API exited with 1:[\s\S]*DATABASE_URL must start with postgres/);
+  ).rejects.toThrow(/rules API exited with 1:[\s\S]*DATABASE_URL: must start with postgres/);
   const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
   await client.connect();
   const left = await client.query("SELECT 1 FROM pg_database WHERE datname LIKE 'test\\_support\\_bad\\_%'");

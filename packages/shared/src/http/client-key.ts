@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 
-/** Longest client key kept verbatim, in bytes (SPEC §4). */
+/** Longest client key kept verbatim, in bytes (docs/gateway.md). */
 export const MAX_CLIENT_KEY_BYTES = 256;
 export const GLOBAL_CLIENT_KEY = 'global';
 

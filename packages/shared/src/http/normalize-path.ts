@@ -1,5 +1,5 @@
 /**
- * The one path normaliser (SPEC §4). The gateway matches rules against its output and forwards exactly
+ * The one path normaliser (docs/paths.md). The gateway matches rules against its output and forwards exactly
  * that output upstream, so the matcher and the upstream never see two different paths. User-facing
  * description, with what Tomcat, Spring, IIS and Express make of each spelling: docs/paths.md.
  *

@@ -48,7 +48,7 @@ describe('decision headers', () => {
     });
   });
 
-  it('the SPEC §2 example: capacity 10, 1/s, cost 8, maxDebt 10 → r=2;t=8, r=0;t=16, then Retry-After 7', async () => {
+  it('the documented debt example: capacity 10, 1/s, cost 8, maxDebt 10 → r=2;t=8, r=0;t=16, then Retry-After 7', async () => {
     const spec = bucket(10, 1, 1_000, 10);
     expect((await headersAfter('debt', spec, [8])).rateLimit).toBe('"debt";r=2;t=8');
     expect((await headersAfter('debt', spec, [8, 8])).rateLimit).toBe('"debt";r=0;t=16');

@@ -1,5 +1,5 @@
 /**
- * Random request lifecycles (SPEC §5) through the in-process store and Redis on one simulated clock:
+ * Random request lifecycles (docs/lifecycle.md) through the in-process store and Redis on one simulated clock:
  * requests take a token bucket, a sliding window and a concurrency slot at once; each admitted request
  * then ends one way or another (charged its real cost, refunded, given back only as a client that went
  * away, or lost with its gateway). Checked, for every run:
@@ -145,7 +145,7 @@ function playReference(life: Lifecycle, run: string) {
       if (expected.allowed) {
         admitted += step.cost;
         open.push({ leaseId, cost: step.cost, admittedAtMs: nowMs });
-        // SPEC §5: tokens admitted since the start (a full bucket) never exceed this, plus what came back
+        // docs/lifecycle.md: tokens admitted since the start (a full bucket) never exceed this, plus what came back
         const bound = life.bucket.capacity + life.bucket.maxDebt + rate * (nowMs - life.startMs) + givenBack;
         expect(admitted + extra).toBeLessThanOrEqual(bound * (1 + 1e-9) + 1e-9);
       }

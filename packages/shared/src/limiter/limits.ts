@@ -61,7 +61,7 @@ export interface LimitCheck {
 }
 
 /**
- * What the end of an exchange does to one limit a request was admitted on (SPEC §5), all of one
+ * What the end of an exchange does to one limit a request was admitted on (docs/lifecycle.md), all of one
  * request's in ONE store call: a token bucket or sliding window is charged `delta` on top (> 0) or
  * given `-delta` back (< 0); a concurrency limit gives its slot back.
  */

@@ -31,7 +31,7 @@ afterEach(() => {
 });
 
 describe('MemoryStore', () => {
-  it('follows the SPEC §2 example on its own clock', async () => {
+  it('follows the documented debt example (docs/limits.md) on its own clock', async () => {
     const { clock, store } = storeAt(1_000);
     expect(store.kind).toBe('memory');
     expect((await store.acquire(check('a', 8))).limits[0]).toMatchObject({ allowed: true, level: 2 });

@@ -51,7 +51,7 @@ export type RedisClient = Redis | Cluster;
 export interface RedisStoreOptions {
   /** prepended to every check's key (outside its hash-tag braces), e.g. `"sluice:"`; default none */
   keyPrefix?: string;
-  /** per-command timeout in ms, for a client the store creates; default 50 (SPEC `STORE_TIMEOUT_MS`) */
+  /** per-command timeout in ms, for a client the store creates; default 50 (`STORE_TIMEOUT_MS`) */
   commandTimeoutMs?: number;
   /** connect timeout in ms, for a client the store creates; default 2000 */
   connectTimeoutMs?: number;

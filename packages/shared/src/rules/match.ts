@@ -420,7 +420,7 @@ function compileLimits(rule: Rule): CompiledLimit[] {
 
 /**
  * How long a compiled concurrency slot is held at most, ms: the default UPSTREAM_TIMEOUT_MS (30 s) + 5 s.
- * A gateway replaces it with its own `UPSTREAM_TIMEOUT_MS + 5 s` (SPEC §5: the taking gateway sets it).
+ * A gateway replaces it with its own `UPSTREAM_TIMEOUT_MS + 5 s` (docs/lifecycle.md: the taking gateway sets it).
  */
 export const DEFAULT_SLOT_LEASE_MS = 35_000;
 

@@ -173,7 +173,7 @@ describe('validateRuleInput rejects', () => {
 describe('validateRuleInput accepts', () => {
   const minimal = { name: 'a', match: { path: '/' }, limit: { capacity: 1, refill: 1, period: 1 } };
   it.each<[string, Body]>([
-    ['the SPEC example', valid()],
+    ['the documented example', valid()],
     ['a minimal rule', minimal],
     ['the root path with **', { ...minimal, match: { path: '/**' } }],
     ['a trailing slash', { ...minimal, match: { path: '/orders/' } }],
@@ -221,7 +221,7 @@ describe('withDefaults', () => {
     limit: { capacity: 7, refill: 1, period: '1s' },
   };
 
-  it('fills in every SPEC default', () => {
+  it('fills in every documented default', () => {
     expect(withDefaults(input)).toEqual({
       name: 'a',
       match: { path: '/a' },
@@ -468,7 +468,7 @@ const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
   ['caseInsensitive not a boolean', (b) => (b.match.caseInsensitive = 'yes'), 'match.caseInsensitive'],
 ];
 
-describe('validateRuleInput: concurrency, charge and refund (SPEC §5)', () => {
+describe('validateRuleInput: concurrency, charge and refund (docs/lifecycle.md)', () => {
   it('accepts the stacked example whole: a concurrency limit, charge from a header, refunds', () => {
     const body = validV2();
     body.limits.push({

@@ -13,7 +13,7 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
   leaseId    the slot's id, unique per request
 
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs). Level = slots held
-after the decision; a denial waits 1000 ms (SPEC: Retry-After: 1); resetMs is 0.
+after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
 settle (ARGV after the 3 values: delta, admittedAtMs, both ignored): ZREM leaseId.
 A key holding anything but a sorted set (another algorithm's state) counts as no slot held.
 ]]

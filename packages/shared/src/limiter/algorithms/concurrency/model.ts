@@ -26,7 +26,7 @@ export interface SlotsState {
   readonly leases: ReadonlyMap<string, number>;
 }
 
-/** The wait a concurrency denial reports, ms (SPEC §5: `Retry-After: 1`). */
+/** The wait a concurrency denial reports, ms (docs/lifecycle.md: `Retry-After: 1`). */
 export const CONCURRENCY_RETRY_AFTER_MS = 1_000;
 
 /** Throws `LimitArgumentError` unless `max` is a whole number >= 1, `leaseMs` > 0 and the cost is 1. */

@@ -66,7 +66,7 @@ export const slidingWindow: Algorithm<SlidingWindowSpec, WindowState> = {
 };
 
 /**
- * SPEC §5: `delta > 0` is counted on top in the window that holds `nowMs`; `delta < 0` is given back
+ * docs/lifecycle.md: `delta > 0` is counted on top in the window that holds `nowMs`; `delta < 0` is given back
  * to the window the request was counted in (`admittedAtMs`), never below 0, while that window still
  * counts (current or previous); once forgotten there is nothing to give back.
  */

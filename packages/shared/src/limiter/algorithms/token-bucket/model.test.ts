@@ -17,7 +17,7 @@ import {
 
 const RUNS = 3_000;
 
-/** capacity 10, refill 1 per second: the SPEC §2 example */
+/** capacity 10, refill 1 per second: the documented debt example */
 const spec = (maxDebt: number): BucketLimits => ({ capacity: 10, refill: 1, periodMs: 1_000, maxDebt });
 
 /** One request against one bucket alone: evaluate, then charge if admitted (else hold). */
@@ -40,7 +40,7 @@ class Bucket {
   }
 }
 
-describe('SPEC §2 examples', () => {
+describe('the documented examples (docs/limits.md)', () => {
   it('capacity 10, refill 1/s, cost 8, maxDebt 10: admitted (2), admitted (−6), denied with Retry-After 7', () => {
     const bucket = new Bucket(spec(10));
     expect(bucket.take(8, 0)).toMatchObject({ allowed: true, level: 2, retryAfterMs: 0, resetMs: 8_000 });

@@ -87,7 +87,7 @@ export const tokenBucket: Algorithm<TokenBucketSpec, BucketState> = {
 };
 
 /**
- * SPEC §5: the balance brought up to `nowMs`, then charged `delta` on top (which may take it below
+ * docs/lifecycle.md: the balance brought up to `nowMs`, then charged `delta` on top (which may take it below
  * -maxDebt: the client waits longer) or given `-delta` back, never above capacity.
  */
 export function settleBucket(
@@ -155,7 +155,7 @@ export function evaluateBucket(
   };
 }
 
-/** SPEC §2: admitted iff `b ≥ min(c, 1)` and `b − c ≥ −maxDebt`. */
+/** docs/limits.md: admitted iff `b ≥ min(c, 1)` and `b − c ≥ −maxDebt`. */
 function admits(balance: number, cost: number, maxDebt: number): boolean {
   return balance >= Math.min(cost, 1) && balance - cost >= -maxDebt;
 }

@@ -25,7 +25,7 @@ beforeAll(async () => {
 afterAll(() => redis.close());
 
 describe('token-bucket.lua', () => {
-  it('follows the SPEC §2 example: admitted (2), admitted (−6), denied with Retry-After 7 s', async () => {
+  it('follows the documented debt example (docs/limits.md): admitted (2), admitted (−6), denied with Retry-After 7 s', async () => {
     const { store } = redis;
     const req = check('spec-example', example, 8);
     expect((await store.acquireAt(req, 1_000)).limits[0]).toEqual({

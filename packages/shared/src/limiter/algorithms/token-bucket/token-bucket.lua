@@ -20,7 +20,7 @@ bucket is full again, so that is its time to live: a bucket that would sit full 
 clients cost nothing. Absent, or unreadable (another algorithm's state) = a full bucket.
 ]]
 ALGORITHMS['token-bucket'] = (function()
-  -- SPEC §2: admitted iff b >= min(c, 1) and b - c >= -maxDebt
+  -- docs/limits.md: admitted iff b >= min(c, 1) and b - c >= -maxDebt
   local function admits(b, cost, maxDebt)
     return b >= math.min(cost, 1) and b - cost >= -maxDebt
   end
