@@ -3,8 +3,8 @@
  * @sluice/test-support): the script reloaded on a master that lost it, keys spread over every master,
  * two gateways admitting what one bucket allows, a stacked rule whose limits live in different slots
  * (a denial by the later one gives back the earlier one's charge; a refund settles both), a slot
- * migrated under load, and a
- * master SIGKILLed under load (its replica takes over; zero 5xx with STORE_FAILURE=local).
+ * migrated under load, and a master SIGKILLed under load (its replica takes over; zero 5xx with
+ * STORE_FAILURE=local).
  *
  * Admissions are measured on Redis's clock, as in cluster.int.test.ts: T runs from Redis `TIME` just
  * before the load to the last admission (the `updatedAtMs` the bucket state carries).
