@@ -3,3 +3,5 @@
  * rules API and the CLI import it) never loads ioredis.
  */
 export * from './limiter/redis-store.js';
+export * from './analytics/offenders-redis.js';
+export * from './limiter/peek-redis.js';
