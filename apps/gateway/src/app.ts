@@ -10,8 +10,8 @@
  */
 
 import type { AddressInfo, Socket } from 'node:net';
-import { MemoryStore, type Store } from '@sluice/shared';
-import { RedisStore } from '@sluice/shared/redis';
+import { MemoryStore, peekOutcomes, type Store } from '@sluice/shared';
+import { peekRedis, RedisStore } from '@sluice/shared/redis';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -22,10 +22,14 @@ import { fastifyTrustProxy, type GatewayConfig } from './config.js';
 import { DenialCache } from './denial-cache.js';
 import { clientErrorResponse, errorBody } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
+import { registerOffendersRoute } from './offenders/admin-route.js';
+import { OffenderFlusher } from './offenders/flusher.js';
+import { OffenderLog } from './offenders/offender-log.js';
 import { admitRequest, registerProxies, rewriteTarget } from './proxy.js';
 import { RateLimiter } from './rate-limit.js';
 import { RulesCache } from './rules-cache.js';
 import { GuardedStore } from './store-policy.js';
+import { registerUsageRoute } from './usage.js';
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */
 const REDIS_CONNECT_WAIT_MS = 2_000;
@@ -41,6 +45,8 @@ export interface GatewayDeps {
   defaultMetrics?: boolean;
   /** monotonic clock in ms for the breaker and decision timing (default `performance.now`) */
   now?: () => number;
+  /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
+  offendersFlushMs?: number;
 }
 
 /**
@@ -59,6 +65,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   readonly rules: RulesCache;
   readonly store: GuardedStore;
+  /** top offenders: this gateway's own counts, and their flush to Redis (undefined without Redis) */
+  readonly offenders: { log: OffenderLog; flush(): Promise<void> };
   /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
@@ -122,6 +130,17 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   });
   const denials = new DenialCache(config.denialCacheSize);
   metrics.denialCacheSize = () => denials.size;
+  const offenderLog = new OffenderLog();
+  const offenderFlusher =
+    primary instanceof RedisStore
+      ? new OffenderFlusher({
+          log: offenderLog,
+          redis: primary.client,
+          keyPrefix: config.redisKeyPrefix,
+          intervalMs: deps.offendersFlushMs,
+          logger: log,
+        })
+      : undefined;
   const limiter = new RateLimiter({
     store,
     denials,
@@ -129,6 +148,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     trustProxy: config.trustProxy !== false,
     bodyLimitBytes: config.bodyLimitBytes,
     now: deps.now,
+    onDenial: (event) => offenderLog.record(event),
   });
   const rules = new RulesCache({
     rulesApiUrl: config.rulesApiUrl,
@@ -182,6 +202,19 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });
+  const currentRules = () => rules.current?.compiled;
+  registerOffendersRoute(admin, { log: offenderLog, rules: currentRules });
+  registerUsageRoute(admin, {
+    rules: currentRules,
+    peek: async (checks) => {
+      if (primary instanceof RedisStore) return peekRedis(primary.client, config.redisKeyPrefix, checks);
+      if (primary instanceof MemoryStore) {
+        const { states, nowMs } = primary.peekStates(checks.map((check) => check.key));
+        return peekOutcomes(checks, states, nowMs);
+      }
+      throw new Error(`usage cannot read a ${primary.kind} store`);
+    },
+  });
 
   let closed: Promise<void> | undefined;
   const gateway: Gateway = {
@@ -191,6 +224,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
     rules,
     store,
+    offenders: { log: offenderLog, flush: () => offenderFlusher?.flush() ?? Promise.resolve() },
     async start() {
       await proxyRoutes;
       rules.start();
@@ -204,6 +238,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
           );
         });
       }
+      if (deps.offendersFlushMs !== 0) offenderFlusher?.start();
       await admin.listen({ port: config.adminPort, host: config.host });
       await proxy.listen({ port: config.port, host: config.host });
       return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
@@ -215,6 +250,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         await proxyRoutes.catch(() => {});
         await proxy.close();
         await rules.stop();
+        await offenderFlusher?.stop();
         await store.close();
         await admin.close();
       })();

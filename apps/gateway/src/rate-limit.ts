@@ -75,6 +75,17 @@ export interface RateLimiterOptions {
   bodyLimitBytes: number;
   /** monotonic clock in ms for decision timing (default `performance.now`) */
   now?: () => number;
+  /** told of every denial (store, fallback or cached) and shadow would-be denial: top offenders */
+  onDenial?: (event: DenialEvent) => void;
+}
+
+/** A denied (or, `shadow`, would-be denied) request: the rule, its denying limit and that limit's client key. */
+export interface DenialEvent {
+  rule: string;
+  ruleId: string;
+  limit: string;
+  clientKey: string;
+  shadow: boolean;
 }
 
 export class RateLimiter {
@@ -84,6 +95,7 @@ export class RateLimiter {
   readonly #trustProxy: boolean;
   readonly #bodyLimitBytes: number;
   readonly #now: () => number;
+  readonly #onDenial: ((event: DenialEvent) => void) | undefined;
   readonly #unlimited: RequestCounterCell;
   readonly #cachedDenials: Counter;
   #rules: CompiledRuleSet | undefined;
@@ -98,6 +110,7 @@ export class RateLimiter {
     this.#trustProxy = options.trustProxy;
     this.#bodyLimitBytes = options.bodyLimitBytes;
     this.#now = options.now ?? (() => performance.now());
+    this.#onDenial = options.onDenial;
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
   }
@@ -166,9 +179,13 @@ export class RateLimiter {
       return;
     }
     const checks: LimitCheck[] = [];
+    // kept beside the checks: a denial names its limit's client key (top offenders)
+    const clientKeys: string[] = [];
     for (const limit of rule.limits) {
+      const clientKey = this.#clientKey(limit, request);
+      clientKeys.push(clientKey);
       checks.push({
-        key: limitKey('', rule.id, limit.name, this.#clientKey(limit, request)),
+        key: limitKey('', rule.id, limit.name, clientKey),
         spec: limit.spec,
         cost: limit.cost,
       });
@@ -180,7 +197,7 @@ export class RateLimiter {
     const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
-      this.#apply(rule, cached, raw, reply, done);
+      this.#apply(rule, cached, clientKeys, raw, reply, done);
       return;
     }
     const generation = this.#generation;
@@ -191,7 +208,7 @@ export class RateLimiter {
           if (!decision.allowed && generation === this.#generation && !this.#store.isFallback(decision)) {
             this.#denials.remember(cacheKey, decision, checks, sentAtMs);
           }
-          this.#apply(rule, decision, raw, reply, done);
+          this.#apply(rule, decision, clientKeys, raw, reply, done);
         },
         (error: unknown) => done(error as Error),
       )
@@ -215,6 +232,7 @@ export class RateLimiter {
   #apply(
     rule: RuleRuntime,
     decision: Decision,
+    clientKeys: readonly string[],
     raw: IncomingMessage,
     reply: FastifyReply,
     done: HookHandlerDoneFunction,
@@ -231,6 +249,16 @@ export class RateLimiter {
       rule.allowed.inc();
       proceed(raw, reply, done);
       return;
+    }
+    if (this.#onDenial !== undefined) {
+      const index = decision.deniedIndex >= 0 ? decision.deniedIndex : 0;
+      this.#onDenial({
+        rule: rule.name,
+        ruleId: rule.id,
+        limit: rule.limits[index]?.name ?? '',
+        clientKey: clientKeys[index] ?? '',
+        shadow: rule.shadow,
+      });
     }
     if (rule.shadow) {
       rule.shadowDenied.inc();

@@ -13,6 +13,7 @@ import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
+import { offendersRoutes } from './offenders/routes.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
 import { explainRoutes } from './rules/explain.js';
@@ -20,6 +21,7 @@ import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
 import { SHARED_SCHEMAS } from './rules/schemas.js';
 import { SnapshotCache } from './rules/snapshot-cache.js';
+import { openAnalyticsRedis } from '@sluice/shared/redis';
 
 export const VERSION = '0.1.0';
 
@@ -185,6 +187,17 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   await app.register(rulesRoutes, { repository, snapshots, auth });
   await app.register(explainRoutes, { snapshots, auth });
   await app.register(consoleRoutes);
+  const analytics =
+    config.redisUrl !== undefined || config.redisClusterNodes !== undefined
+      ? openAnalyticsRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes })
+      : undefined;
+  if (analytics !== undefined) app.addHook('onClose', async () => void analytics.disconnect());
+  await app.register(offendersRoutes, {
+    repository,
+    auth,
+    redis: analytics,
+    keyPrefix: config.redisKeyPrefix,
+  });
 
   return app;
 }

@@ -13,13 +13,11 @@ import {
   type OffenderItem,
   offenderItemOf,
   offendersKey,
+  type RuleOffenderCounts,
 } from './offenders.js';
 
 /** The commands used here, which both an ioredis `Redis` and a `Cluster` have. */
 export type AnalyticsRedis = Redis | Cluster;
-
-/** One rule's counts to add: minute → sorted-set member → denials. */
-export type RuleOffenderCounts = ReadonlyMap<number, ReadonlyMap<string, number>>;
 
 /**
  * Adds `counts` (rule id → minute → member → denials) to the sorted sets, refreshing their expiry.

@@ -12,6 +12,9 @@ export const OFFENDERS_DEFAULT_MINUTES = 15;
 /** A minute's sorted set outlives the longest question about it by one minute. */
 export const OFFENDERS_KEY_TTL_SECONDS = (OFFENDERS_MAX_MINUTES + 1) * 60;
 
+/** One rule's counts: minute → sorted-set member → denials. */
+export type RuleOffenderCounts = ReadonlyMap<number, ReadonlyMap<string, number>>;
+
 /** One line of an offenders answer. */
 export interface OffenderItem {
   /** the client key (`ip:…`, `header:…`, `global`) */
