@@ -251,7 +251,7 @@ export class RateLimiter {
       return;
     }
     if (this.#onDenial !== undefined) {
-      const index = decision.deniedIndex >= 0 ? decision.deniedIndex : 0;
+      const index = Math.max(decision.deniedIndex, 0);
       this.#onDenial({
         rule: rule.name,
         ruleId: rule.id,

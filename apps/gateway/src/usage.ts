@@ -8,11 +8,11 @@ import { isIP } from 'node:net';
 import {
   type CompiledRuleSet,
   GLOBAL_CLIENT_KEY,
+  ipClientKey,
   type LimitCheck,
   type LimitOutcome,
   limitKey,
   MAX_CLIENT_KEY_BYTES,
-  ipClientKey,
   usageOf,
 } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
@@ -61,7 +61,10 @@ export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOp
     const rule = rules.rules.find((candidate) => candidate.name === name);
     if (rule === undefined) {
       reply.code(404);
-      return errorBody('SLUICE_RULE_NOT_FOUND', `no enabled rule named ${JSON.stringify(name)} on this gateway`);
+      return errorBody(
+        'SLUICE_RULE_NOT_FOUND',
+        `no enabled rule named ${JSON.stringify(name)} on this gateway`,
+      );
     }
     // a global limit counts everyone under one key, whoever asks
     const checks: LimitCheck[] = rule.limits.map((limit) => ({

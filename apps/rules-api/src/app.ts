@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import AjvCompiler from '@fastify/ajv-compiler';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { openAnalyticsRedis } from '@sluice/shared/redis';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
@@ -13,15 +14,14 @@ import { type Database, openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
-import { offendersRoutes } from './offenders/routes.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
+import { offendersRoutes } from './offenders/routes.js';
 import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
 import { SHARED_SCHEMAS } from './rules/schemas.js';
 import { SnapshotCache } from './rules/snapshot-cache.js';
-import { openAnalyticsRedis } from '@sluice/shared/redis';
 
 export const VERSION = '0.1.0';
 

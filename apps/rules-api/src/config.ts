@@ -111,7 +111,7 @@ export const RULES_API_ENV = {
   }),
   REDIS_URL: envUrl({
     description:
-      "the Redis the gateways share, to show their top offenders; unset (and no REDIS_CLUSTER_NODES): GET /rules/{id}/offenders answers 503",
+      'the Redis the gateways share, to show their top offenders; unset (and no REDIS_CLUSTER_NODES): GET /rules/{id}/offenders answers 503',
     protocols: ['redis:', 'rediss:'],
     example: 'redis://host:6379',
     // may carry a password
@@ -122,10 +122,14 @@ export const RULES_API_ENV = {
     accepts: 'comma-separated host:port',
     parse: (raw): { value: string[] } | { problem: string } => {
       const nodes = raw.split(',').map((node) => node.trim());
-      const bad = nodes.find((node) => !/^[^\s:,]+:\d{1,5}$/.test(node) || Number(node.split(':')[1]) > 65535);
+      const bad = nodes.find(
+        (node) => !/^[^\s:,]+:\d{1,5}$/.test(node) || Number(node.split(':')[1]) > 65535,
+      );
       return bad === undefined
         ? { value: nodes }
-        : { problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (got ${JSON.stringify(bad)})` };
+        : {
+            problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (got ${JSON.stringify(bad)})`,
+          };
     },
   }),
   REDIS_KEY_PREFIX: envText({

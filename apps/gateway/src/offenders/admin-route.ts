@@ -32,7 +32,10 @@ export function registerOffendersRoute(admin: FastifyInstance, options: Offender
     const rule = rules.rules.find((candidate) => candidate.name === name);
     if (rule === undefined) {
       reply.code(404);
-      return errorBody('SLUICE_RULE_NOT_FOUND', `no enabled rule named ${JSON.stringify(name)} on this gateway`);
+      return errorBody(
+        'SLUICE_RULE_NOT_FOUND',
+        `no enabled rule named ${JSON.stringify(name)} on this gateway`,
+      );
     }
     return { rule: name, minutes, items: options.log.top(rule.id, minutes) };
   });

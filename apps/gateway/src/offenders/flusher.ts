@@ -31,7 +31,10 @@ export class OffenderFlusher {
 
   start(): void {
     if (this.#timer !== undefined) return;
-    this.#timer = setInterval(() => void this.flush(), this.#options.intervalMs ?? DEFAULT_OFFENDERS_FLUSH_MS);
+    this.#timer = setInterval(
+      () => void this.flush(),
+      this.#options.intervalMs ?? DEFAULT_OFFENDERS_FLUSH_MS,
+    );
     this.#timer.unref();
   }
 
@@ -44,7 +47,10 @@ export class OffenderFlusher {
         await addOffenderCounts(this.#options.redis, this.#options.keyPrefix, counts);
       } catch (error) {
         this.#options.onFailure?.();
-        this.#options.logger.warn({ err: error }, 'could not send top-offender counts to Redis; dropped them');
+        this.#options.logger.warn(
+          { err: error },
+          'could not send top-offender counts to Redis; dropped them',
+        );
       }
     });
     return this.#inFlight;

@@ -89,9 +89,15 @@ export class OffenderLog {
 
   #summary(summaries: Summaries, ruleId: string, minute: number): SpaceSaving {
     let byMinute = summaries.get(ruleId);
-    if (byMinute === undefined) summaries.set(ruleId, (byMinute = new Map()));
+    if (byMinute === undefined) {
+      byMinute = new Map();
+      summaries.set(ruleId, byMinute);
+    }
     let summary = byMinute.get(minute);
-    if (summary === undefined) byMinute.set(minute, (summary = new SpaceSaving(this.#capacity)));
+    if (summary === undefined) {
+      summary = new SpaceSaving(this.#capacity);
+      byMinute.set(minute, summary);
+    }
     return summary;
   }
 

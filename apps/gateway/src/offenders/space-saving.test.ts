@@ -51,12 +51,16 @@ describe('Space-Saving', () => {
 
   it('holds at most `capacity` items, however many distinct ones arrive', () => {
     fc.assert(
-      fc.property(fc.array(fc.string(), { maxLength: 500 }), fc.integer({ min: 1, max: 30 }), (items, capacity) => {
-        const summary = new SpaceSaving(capacity);
-        for (const item of items) summary.add(item);
-        expect(summary.size).toBeLessThanOrEqual(capacity);
-        expect(summary.items().length).toBe(summary.size);
-      }),
+      fc.property(
+        fc.array(fc.string(), { maxLength: 500 }),
+        fc.integer({ min: 1, max: 30 }),
+        (items, capacity) => {
+          const summary = new SpaceSaving(capacity);
+          for (const item of items) summary.add(item);
+          expect(summary.size).toBeLessThanOrEqual(capacity);
+          expect(summary.items().length).toBe(summary.size);
+        },
+      ),
     );
   });
 });

@@ -26,7 +26,8 @@ export class SpaceSaving {
   readonly #counters = new Map<string, { count: number; error: number }>();
 
   constructor(capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError('capacity must be a whole number > 0');
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError('capacity must be a whole number > 0');
     this.capacity = capacity;
   }
 

@@ -6,12 +6,7 @@
  */
 import createError from '@fastify/error';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import {
-  minuteOf,
-  OFFENDERS_DEFAULT_MINUTES,
-  OFFENDERS_MAX_MINUTES,
-  OFFENDERS_TOP,
-} from '@sluice/shared';
+import { minuteOf, OFFENDERS_DEFAULT_MINUTES, OFFENDERS_MAX_MINUTES, OFFENDERS_TOP } from '@sluice/shared';
 import { type AnalyticsRedis, readTopOffenders } from '@sluice/shared/redis';
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';

@@ -77,7 +77,13 @@ describe('peek', () => {
   });
 
   it('reads Redis TIME when no clock is given, and reports debt and seconds until full', async () => {
-    const spec = { algorithm: 'token-bucket', capacity: 10, refill: 1, periodMs: 1_000, maxDebt: 10 } as const;
+    const spec = {
+      algorithm: 'token-bucket',
+      capacity: 10,
+      refill: 1,
+      periodMs: 1_000,
+      maxDebt: 10,
+    } as const;
     const checks: LimitCheck[] = [{ key: limitKey('', 'peek-time', 'x', 'global'), spec, cost: 1 }];
     const empty = await peekRedis(redis.store.client, redis.prefix, checks);
     expect(usageOf(spec, empty[0]!)).toEqual({ remaining: 10, debt: 0, fullInSeconds: 0 });
