@@ -32,7 +32,7 @@ async function exported(): Promise<Map<string, Set<string>>> {
     const single = metrics.registry.getSingleMetric(metric.name) as unknown as { labelNames?: string[] };
     const labels = new Set(single.labelNames ?? []);
     names.set(metric.name, labels);
-    if (metric.type === 'histogram') {
+    if (String(metric.type) === 'histogram') {
       names.set(`${metric.name}_bucket`, new Set([...labels, 'le']));
       names.set(`${metric.name}_sum`, labels);
       names.set(`${metric.name}_count`, labels);
