@@ -10,8 +10,8 @@
  */
 
 import type { AddressInfo, Socket } from 'node:net';
-import { MemoryStore, type Store } from '@sluice/shared';
-import { RedisStore } from '@sluice/shared/redis';
+import { MemoryStore, peekOutcomes, type Store } from '@sluice/shared';
+import { peekRedis, RedisStore } from '@sluice/shared/redis';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -23,10 +23,14 @@ import { DenialCache } from './denial-cache.js';
 import { clientErrorResponse, errorBody } from './errors.js';
 import { LimiterEvents } from './events.js';
 import { GatewayMetrics } from './metrics.js';
+import { registerOffendersRoute } from './offenders/admin-route.js';
+import { OffenderFlusher } from './offenders/flusher.js';
+import { OffenderLog } from './offenders/offender-log.js';
 import { admitRequest, registerProxies, rewriteTarget } from './proxy.js';
 import { RateLimiter } from './rate-limit.js';
 import { RulesCache } from './rules-cache.js';
 import { GuardedStore } from './store-policy.js';
+import { registerUsageRoute } from './usage.js';
 
 /** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
 export const SLOT_LEASE_MARGIN_MS = 5_000;
@@ -45,6 +49,8 @@ export interface GatewayDeps {
   defaultMetrics?: boolean;
   /** monotonic clock in ms for the breaker and decision timing (default `performance.now`) */
   now?: () => number;
+  /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
+  offendersFlushMs?: number;
 }
 
 /**
@@ -65,6 +71,8 @@ export interface Gateway {
   readonly store: GuardedStore;
   /** what the limiter decided and settled, for subscribers */
   readonly events: LimiterEvents;
+  /** top offenders: this gateway's own counts, and their flush to Redis (undefined without Redis) */
+  readonly offenders: { log: OffenderLog; flush(): Promise<void> };
   /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
@@ -130,6 +138,18 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   metrics.denialCacheSize = () => denials.size;
   const events = new LimiterEvents();
   events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
+  const offenderLog = new OffenderLog();
+  events.onDenied((event) => offenderLog.record(event));
+  const offenderFlusher =
+    primary instanceof RedisStore
+      ? new OffenderFlusher({
+          log: offenderLog,
+          redis: primary.client,
+          keyPrefix: config.redisKeyPrefix,
+          intervalMs: deps.offendersFlushMs,
+          logger: log,
+        })
+      : undefined;
   const limiter = new RateLimiter({
     store,
     denials,
@@ -192,6 +212,19 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });
+  const currentRules = () => rules.current?.compiled;
+  registerOffendersRoute(admin, { log: offenderLog, rules: currentRules });
+  registerUsageRoute(admin, {
+    rules: currentRules,
+    peek: async (checks) => {
+      if (primary instanceof RedisStore) return peekRedis(primary.client, config.redisKeyPrefix, checks);
+      if (primary instanceof MemoryStore) {
+        const { states, nowMs } = primary.peekStates(checks.map((check) => check.key));
+        return peekOutcomes(checks, states, nowMs);
+      }
+      throw new Error(`usage cannot read a ${primary.kind} store`);
+    },
+  });
 
   let closed: Promise<void> | undefined;
   const gateway: Gateway = {
@@ -202,6 +235,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     rules,
     store,
     events,
+    offenders: { log: offenderLog, flush: () => offenderFlusher?.flush() ?? Promise.resolve() },
     async start() {
       await proxyRoutes;
       rules.start();
@@ -215,6 +249,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
           );
         });
       }
+      if (deps.offendersFlushMs !== 0) offenderFlusher?.start();
       await admin.listen({ port: config.adminPort, host: config.host });
       await proxy.listen({ port: config.port, host: config.host });
       return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
@@ -226,6 +261,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         await proxyRoutes.catch(() => {});
         await proxy.close();
         await rules.stop();
+        await offenderFlusher?.stop();
         await store.close();
         await admin.close();
       })();

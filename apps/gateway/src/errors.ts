@@ -42,6 +42,10 @@ export const GATEWAY_ERRORS = {
   SLUICE_SHUTTING_DOWN: 503,
   /** anything else: a bug, logged with its stack */
   SLUICE_INTERNAL: 500,
+  /** admin port (`/offenders`, `/usage`): a query parameter missing or out of range */
+  SLUICE_ADMIN_BAD_QUERY: 400,
+  /** admin port (`/offenders`, `/usage`): no enabled rule of that name in the gateway's rule set */
+  SLUICE_RULE_NOT_FOUND: 404,
 } as const;
 
 export type GatewayErrorCode = keyof typeof GATEWAY_ERRORS;

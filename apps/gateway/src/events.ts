@@ -1,6 +1,6 @@
 /**
- * What the limiter tells subscribers (metrics today; analytics later), off the request's own stack
- * of work: a decision was taken, an exchange was settled. Listeners run synchronously and must be
+ * What the limiter tells subscribers (metrics, top offenders), off the request's own stack of work:
+ * a decision was taken, a request was denied, an exchange was settled. Listeners run synchronously and must be
  * cheap; with none subscribed an emit is one length check.
  */
 import type { Decision } from '@sluice/shared';
@@ -12,6 +12,20 @@ export interface DecisionEvent {
   readonly outcome: RequestDecision;
   /** the store's answer (undefined when no limit was asked: no rule, unlimited) */
   readonly decision: Decision | undefined;
+}
+
+/**
+ * A denied (or, `shadow`, would-be denied) request: the rule, its first denying limit and that limit's
+ * client key. Every denial counts, whoever decided it: the store, the failure policy's local
+ * fallback, or the denial cache (top offenders subscribe).
+ */
+export interface DenialEvent {
+  readonly rule: string;
+  readonly ruleId: string;
+  /** the limit's name ('' for a v1 rule) */
+  readonly limit: string;
+  readonly clientKey: string;
+  readonly shadow: boolean;
 }
 
 /** What the end of one exchange did, and whether the store took it. */
@@ -28,6 +42,7 @@ type Listener<E> = (event: E) => void;
 export class LimiterEvents {
   readonly #decided: Listener<DecisionEvent>[] = [];
   readonly #settled: Listener<SettlementEvent>[] = [];
+  readonly #denied: Listener<DenialEvent>[] = [];
 
   onDecided(listener: Listener<DecisionEvent>): void {
     this.#decided.push(listener);
@@ -37,6 +52,15 @@ export class LimiterEvents {
     this.#settled.push(listener);
   }
 
+  onDenied(listener: Listener<DenialEvent>): void {
+    this.#denied.push(listener);
+  }
+
+  /** true when someone listens to denials (so the caller can skip building the event) */
+  get denialsWatched(): boolean {
+    return this.#denied.length > 0;
+  }
+
   /** true when someone listens to decisions (so the caller can skip building the event) */
   get decisionsWatched(): boolean {
     return this.#decided.length > 0;
@@ -44,6 +68,10 @@ export class LimiterEvents {
 
   decided(event: DecisionEvent): void {
     for (const listener of this.#decided) listener(event);
+  }
+
+  denied(event: DenialEvent): void {
+    for (const listener of this.#denied) listener(event);
   }
 
   settled(event: SettlementEvent): void {

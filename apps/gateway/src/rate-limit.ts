@@ -103,6 +103,7 @@ export class RateLimiter {
   readonly #trustProxy: boolean;
   readonly #bodyLimitBytes: number;
   readonly #now: () => number;
+  readonly #events: LimiterEvents;
   readonly #unlimited: RequestCounterCell;
   readonly #cachedDenials: Counter;
   readonly #slotLeaseMs: number;
@@ -122,6 +123,7 @@ export class RateLimiter {
     this.#trustProxy = options.trustProxy;
     this.#bodyLimitBytes = options.bodyLimitBytes;
     this.#now = options.now ?? (() => performance.now());
+    this.#events = options.events;
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
     this.#slotLeaseMs = options.slotLeaseMs;
@@ -199,8 +201,12 @@ export class RateLimiter {
       return;
     }
     const checks: LimitCheck[] = [];
+    // kept beside the checks: a denial names its limit's client key (top offenders)
+    const clientKeys: string[] = [];
     for (const limit of rule.limits) {
-      const key = limitKey('', rule.id, limit.keyName, this.#clientKey(limit, request));
+      const clientKey = this.#clientKey(limit, request);
+      clientKeys.push(clientKey);
+      const key = limitKey('', rule.id, limit.keyName, clientKey);
       checks.push(
         limit.spec.algorithm === 'concurrency'
           ? { key, spec: limit.spec, cost: 1, leaseId: this.#leasePrefix + ++this.#leaseCounter }
@@ -214,7 +220,7 @@ export class RateLimiter {
     const cached = this.#denials.lookup(cacheKey, sentAtMs);
     if (cached !== undefined) {
       this.#cachedDenials.inc();
-      this.#apply(rule, cached, checks, reply, done);
+      this.#apply(rule, cached, checks, clientKeys, reply, done);
       return;
     }
     const generation = this.#generation;
@@ -230,7 +236,7 @@ export class RateLimiter {
           ) {
             this.#denials.remember(cacheKey, decision, checks, sentAtMs);
           }
-          this.#apply(rule, decision, checks, reply, done);
+          this.#apply(rule, decision, checks, clientKeys, reply, done);
         },
         (error: unknown) => done(error as Error),
       )
@@ -255,6 +261,7 @@ export class RateLimiter {
     rule: RuleRuntime,
     decision: Decision,
     checks: readonly LimitCheck[],
+    clientKeys: readonly string[],
     reply: FastifyReply,
     done: HookHandlerDoneFunction,
   ): void {
@@ -273,6 +280,16 @@ export class RateLimiter {
       if (rule.settles && decision.limits.length > 0) this.#openExchange(rule, decision, checks, reply);
       proceed(raw, reply, done);
       return;
+    }
+    if (this.#events.denialsWatched) {
+      const index = Math.max(decision.deniedIndex, 0);
+      this.#events.denied({
+        rule: rule.name,
+        ruleId: rule.id,
+        limit: rule.limits[index]?.name ?? '',
+        clientKey: clientKeys[index] ?? '',
+        shadow: rule.shadow,
+      });
     }
     if (rule.shadow) {
       rule.shadowDenied.inc();

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import AjvCompiler from '@fastify/ajv-compiler';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { openAnalyticsRedis } from '@sluice/shared/redis';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
@@ -15,6 +16,7 @@ import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
+import { offendersRoutes } from './offenders/routes.js';
 import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
@@ -185,6 +187,17 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   await app.register(rulesRoutes, { repository, snapshots, auth });
   await app.register(explainRoutes, { snapshots, auth });
   await app.register(consoleRoutes);
+  const analytics =
+    config.redisUrl !== undefined || config.redisClusterNodes !== undefined
+      ? openAnalyticsRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes })
+      : undefined;
+  if (analytics !== undefined) app.addHook('onClose', async () => void analytics.disconnect());
+  await app.register(offendersRoutes, {
+    repository,
+    auth,
+    redis: analytics,
+    keyPrefix: config.redisKeyPrefix,
+  });
 
   return app;
 }

@@ -28,7 +28,22 @@ describe('loadConfig', () => {
       snapshotCacheMs: 500,
       dbTimeoutMs: 2_000,
       migrationsDir: undefined,
+      redisUrl: undefined,
+      redisClusterNodes: undefined,
+      redisKeyPrefix: 'sluice:',
     });
+  });
+
+  it('reads the analytics Redis: a URL or cluster nodes, never both', () => {
+    expect(loadConfig({ ADMIN_TOKEN: 'a', REDIS_URL: 'redis://r:6379' }).redisUrl).toBe('redis://r:6379');
+    expect(
+      loadConfig({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'r1:7000, r2:7001' }).redisClusterNodes,
+    ).toEqual(['r1:7000', 'r2:7001']);
+    expect(() =>
+      loadConfig({ ADMIN_TOKEN: 'a', REDIS_URL: 'redis://r:6379', REDIS_CLUSTER_NODES: 'r1:7000' }),
+    ).toThrow(/REDIS_CLUSTER_NODES: cannot be set together with REDIS_URL/);
+    expect(() => loadConfig({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'r1' })).toThrow(/host:port/);
+    expect(() => loadConfig({ ADMIN_TOKEN: 'a', REDIS_KEY_PREFIX: 'a{b}' })).toThrow(/REDIS_KEY_PREFIX/);
   });
 
   it('reads every variable', () => {

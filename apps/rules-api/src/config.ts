@@ -7,6 +7,7 @@ import {
   ConfigError,
   type EnvSource,
   envBoolean,
+  envCustom,
   envInteger,
   envText,
   envUrl,
@@ -38,6 +39,12 @@ export interface Config {
   dbTimeoutMs: number;
   /** overrides where the SQL migrations are read from (default: `migrations/` at the repo root) */
   migrationsDir: string | undefined;
+  /** where the gateways keep their analytics (top offenders); neither set: the API cannot show them */
+  redisUrl: string | undefined;
+  /** `host:port` seed nodes of a Redis Cluster, instead of `redisUrl` */
+  redisClusterNodes: string[] | undefined;
+  /** the gateways' REDIS_KEY_PREFIX */
+  redisKeyPrefix: string;
 }
 
 /** A bearer token travels in one header value: printable ASCII without spaces (RFC 6750 b64token-ish). */
@@ -102,6 +109,34 @@ export const RULES_API_ENV = {
     defaultText: 'migrations/ of the repository',
     accepts: 'directory path',
   }),
+  REDIS_URL: envUrl({
+    description:
+      'the Redis the gateways share, to show their top offenders; unset (and no REDIS_CLUSTER_NODES): GET /rules/{id}/offenders answers 503',
+    protocols: ['redis:', 'rediss:'],
+    example: 'redis://host:6379',
+    // may carry a password
+    secret: true,
+  }),
+  REDIS_CLUSTER_NODES: envCustom({
+    description: 'instead of REDIS_URL: seed nodes of the Redis Cluster the gateways share',
+    accepts: 'comma-separated host:port',
+    parse: (raw): { value: string[] } | { problem: string } => {
+      const nodes = raw.split(',').map((node) => node.trim());
+      const bad = nodes.find(
+        (node) => !/^[^\s:,]+:\d{1,5}$/.test(node) || Number(node.split(':')[1]) > 65535,
+      );
+      return bad === undefined
+        ? { value: nodes }
+        : {
+            problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (got ${JSON.stringify(bad)})`,
+          };
+    },
+  }),
+  REDIS_KEY_PREFIX: envText({
+    description: "the gateways' REDIS_KEY_PREFIX, under which their analytics live",
+    default: 'sluice:',
+    accepts: '1–64 of A-Z a-z 0-9 : . _ - /',
+  }),
 };
 
 /** Reads `env` (usually `process.env`); empty strings count as unset, as docker-compose writes them. */
@@ -116,6 +151,13 @@ export function loadConfig(env: EnvSource): Config {
   }
   if (readToken !== undefined && readToken === adminToken) {
     reading.report('READ_TOKEN', 'must differ from ADMIN_TOKEN');
+  }
+  if (reading.isSet('REDIS_URL') && reading.isSet('REDIS_CLUSTER_NODES')) {
+    reading.report('REDIS_CLUSTER_NODES', 'cannot be set together with REDIS_URL: set one of them');
+  }
+  const keyPrefix = reading.get('REDIS_KEY_PREFIX');
+  if (keyPrefix !== undefined && !/^[A-Za-z0-9:._\-/]{1,64}$/.test(keyPrefix)) {
+    reading.report('REDIS_KEY_PREFIX', 'must be 1 to 64 of the characters A-Z a-z 0-9 : . _ - /');
   }
 
   const v = reading.values();
@@ -132,5 +174,8 @@ export function loadConfig(env: EnvSource): Config {
     snapshotCacheMs: v.SNAPSHOT_CACHE_MS,
     dbTimeoutMs: v.DB_TIMEOUT_MS,
     migrationsDir: v.MIGRATIONS_DIR,
+    redisUrl: v.REDIS_URL,
+    redisClusterNodes: v.REDIS_CLUSTER_NODES,
+    redisKeyPrefix: v.REDIS_KEY_PREFIX,
   };
 }

@@ -33,6 +33,8 @@ export const RULES_API_ERRORS = {
   SLUICE_INTERNAL: 500,
   /** the database does not answer, or refuses work for now */
   SLUICE_DATABASE_UNAVAILABLE: 503,
+  /** top offenders: no REDIS_URL / REDIS_CLUSTER_NODES is configured, or that Redis does not answer */
+  SLUICE_ANALYTICS_UNAVAILABLE: 503,
 } as const;
 
 export type RulesApiErrorCode = keyof typeof RULES_API_ERRORS;

@@ -1,3 +1,4 @@
+export * from './analytics/offenders.js';
 export * from './config/env-vars.js';
 export * from './config/read-env.js';
 export * from './http/client-key.js';
@@ -24,6 +25,7 @@ export { MAX_WAIT_MS } from './limiter/algorithms/wait.js';
 export * from './limiter/headers.js';
 export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
+export * from './limiter/peek.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
 export * from './rules/duration.js';
 export * from './rules/explain.js';

@@ -75,12 +75,14 @@ export interface RulesApi {
 }
 
 /** `port`: listen there (a test that starts a gateway before its rules API picks it first). */
-export async function startRulesApi(options: { port?: number } = {}): Promise<RulesApi> {
+export async function startRulesApi(
+  options: { port?: number; env?: Record<string, string> } = {},
+): Promise<RulesApi> {
   const api = await startRulesApiProcess({
     port: options.port,
     adminToken: ADMIN_TOKEN,
     readToken: READ_TOKEN,
-    env: { SNAPSHOT_CACHE_MS: '0' },
+    env: { SNAPSHOT_CACHE_MS: '0', ...options.env },
     databasePrefix: 'gw_test',
   });
 

@@ -66,6 +66,18 @@ export class MemoryStore implements Store {
     return expired.length;
   }
 
+  /**
+   * The states held under `keys` (undefined when none or no longer mattering) and the store's clock,
+   * for reading limits without charging (peek.ts). Changes nothing, not even recency.
+   */
+  peekStates(keys: readonly string[], nowMs = this.#now()): { states: unknown[]; nowMs: number } {
+    const states = keys.map((key) => {
+      const entry = this.#entries.peek(key);
+      return entry !== undefined && nowMs < entry.expiresAtMs ? entry.state : undefined;
+    });
+    return { states, nowMs };
+  }
+
   async acquire(checks: readonly LimitCheck[]): Promise<Decision> {
     return this.acquireSync(checks);
   }

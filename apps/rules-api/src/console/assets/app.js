@@ -419,13 +419,12 @@ async function loadOffenders(rule) {
     );
   } catch (error) {
     const notServed = error.status === 404 && error.body?.code === 'SLUICE_ROUTE_NOT_FOUND';
-    box.replaceChildren(
-      el(
-        'p',
-        { className: 'hint' },
-        notServed ? 'Top offenders are not available on this server.' : `Offenders: ${error.message}`,
-      ),
-    );
+    // no Redis configured for analytics (the embedded demo): the API's message says what to do
+    const noAnalytics = error.body?.code === 'SLUICE_ANALYTICS_UNAVAILABLE';
+    let note = `Offenders: ${error.message}`;
+    if (notServed) note = 'Top offenders are not available on this server.';
+    else if (noAnalytics) note = `${error.message.charAt(0).toUpperCase()}${error.message.slice(1)}.`;
+    box.replaceChildren(el('p', { className: 'hint' }, note));
   }
 }
 
