@@ -9,12 +9,14 @@
 // interleaved rounds of BENCH_SECONDS (bare; a single-limit rule, a stacked rule of three limits and a
 // sliding-window rule, every request admitted; a denied flood), medians reported. EVALSHA calls are read
 // from Redis `INFO commandstats` around each round and divided by the responses of that round.
+// The gateway batches its script calls (the default: the decisions of one event-loop turn leave as one
+// EVALSHA), so EVALSHA per request is below 1 under concurrent load, each decision still exact.
 // Open loop: an evenly paced client at half the bare proxy's median rate, interleaved, p99 from the
 // scheduled send time (see _lib/open-loop.ts for how it keeps itself out of the measurement); the
 // median of the rounds' p99 is compared.
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_OPEN_ROUNDS (open-loop
-// rounds, max(BENCH_ROUNDS, 7)), BENCH_CPU_PROF=<dir> (write V8 CPU profiles of the gateway and the
+// rounds, max(BENCH_ROUNDS, 5)), BENCH_CPU_PROF=<dir> (write V8 CPU profiles of the gateway and the
 // bare proxy there; slows both), BENCH_SERVER_NODE_FLAGS (extra node flags for every Node server,
 // the same for all, e.g. `--single-threaded-gc`; none by default).
 import { spawnSync } from 'node:child_process';
@@ -32,7 +34,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 // p99 over 5 s is decided by a few dozen requests, so the open loop gets more rounds than the closed one
-const OPEN_ROUNDS = Number(process.env.BENCH_OPEN_ROUNDS ?? Math.max(ROUNDS, 7));
+const OPEN_ROUNDS = Number(process.env.BENCH_OPEN_ROUNDS ?? Math.max(ROUNDS, 5));
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 
 // Pin ourselves (the load generator) to CPU 0 by re-executing under taskset once, with a young
@@ -348,10 +350,10 @@ console.log(
 console.log('| --- | ---: | ---: | --- | ---: |');
 console.log(`| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | ${cpuCell(scenarios.bare)} |`);
 console.log(
-  `| gateway, every request admitted (Redis) | ${fmt(admitRps)} | ${fmt(admitRps / bareRps, 2)} | ≥ 0.80 | ${cpuCell(scenarios.admit)} |`,
+  `| gateway, every request admitted (Redis, exact, batched: the default) | ${fmt(admitRps)} | ${fmt(admitRps / bareRps, 2)} | ≥ 0.90 | ${cpuCell(scenarios.admit)} |`,
 );
 console.log(
-  `| gateway, stacked rule: 3 limits (burst + daily per key, global), all admit | ${fmt(stackedRps)} | ${fmt(stackedRps / bareRps, 2)} | ≥ 0.75 | ${cpuCell(scenarios.stacked)} |`,
+  `| gateway, stacked rule: 3 limits (burst + daily per key, global), all admit (batched) | ${fmt(stackedRps)} | ${fmt(stackedRps / bareRps, 2)} | ≥ 0.75 | ${cpuCell(scenarios.stacked)} |`,
 );
 console.log(
   `| gateway, sliding-window rule, every request admitted | ${fmt(windowRps)} | ${fmt(windowRps / bareRps, 2)} | | ${cpuCell(scenarios.window)} |`,
@@ -367,13 +369,13 @@ console.log(
 console.log('| measure | value | target |');
 console.log('| --- | ---: | --- |');
 console.log(
-  `| EVALSHA per admitted request (${admitted} admitted) | ${fmt(evalshaPer(scenarios.admit), 3)} | 1 |`,
+  `| EVALSHA per admitted request (${admitted} admitted) | ${fmt(evalshaPer(scenarios.admit), 3)} | < 1 (batched) |`,
 );
 console.log(
-  `| EVALSHA per admitted request, stacked rule (${stackedAdmitted} admitted) | ${fmt(evalshaPer(scenarios.stacked), 3)} | 1 |`,
+  `| EVALSHA per admitted request, stacked rule (${stackedAdmitted} admitted) | ${fmt(evalshaPer(scenarios.stacked), 3)} | < 1 (batched) |`,
 );
 console.log(
-  `| EVALSHA per admitted request, sliding-window rule (${windowAdmitted} admitted) | ${fmt(evalshaPer(scenarios.window), 3)} | 1 |`,
+  `| EVALSHA per admitted request, sliding-window rule (${windowAdmitted} admitted) | ${fmt(evalshaPer(scenarios.window), 3)} | < 1 (batched) |`,
 );
 console.log(
   `| EVALSHA per denied request (flood, ${deniedResponses} denied) | ${fmt(evalshaPer(scenarios.deny), 4)} | 0 (denial cache) |`,
@@ -386,7 +388,7 @@ console.log(
 );
 const p99Over = median(openAdmit.map((r) => r.p99Ms)) - median(openBare.map((r) => r.p99Ms));
 console.log(
-  `| open-loop at ${rate} req/s, gateway: achieved req/s, p50, p99 (client send lag p99) | ${p(openAdmit, 'achievedRps', 0)}, ${p(openAdmit, 'p50Ms')} ms, ${p(openAdmit, 'p99Ms')} ms (${p(openAdmit, 'sendLagP99Ms')} ms) | p99 ≤ bare + 1 ms (${p99Over >= 0 ? '+' : ''}${fmt(p99Over, 2)} ms) |`,
+  `| open-loop at ${rate} req/s, gateway: achieved req/s, p50, p99 (client send lag p99) | ${p(openAdmit, 'achievedRps', 0)}, ${p(openAdmit, 'p50Ms')} ms, ${p(openAdmit, 'p99Ms')} ms (${p(openAdmit, 'sendLagP99Ms')} ms) | p99 ≤ bare + 1 ms, median of ${OPEN_ROUNDS} rounds (${p99Over >= 0 ? '+' : ''}${fmt(p99Over, 2)} ms) |`,
 );
 console.log(
   `\nopen-loop p99 per round (ms): bare ${openBare.map((r) => fmt(r.p99Ms, 2)).join(' / ')}; gateway ${openAdmit.map((r) => fmt(r.p99Ms, 2)).join(' / ')}`,

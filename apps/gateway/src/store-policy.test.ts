@@ -45,6 +45,19 @@ class ScriptedStore implements Store {
   async close(): Promise<void> {}
 }
 
+/** A store of two failure domains (Cluster nodes), named by the key's first letter; `dead` ones fail. */
+class TwoNodeStore extends ScriptedStore {
+  readonly dead = new Set<string>();
+  domainOf(checks: readonly LimitCheck[]): string {
+    return checks[0]!.key.slice(0, 1);
+  }
+  override async acquire(checks?: readonly LimitCheck[]): Promise<Decision> {
+    this.calls++;
+    if (this.dead.has(this.domainOf(checks!))) throw new StoreError('STORE_UNAVAILABLE', 'node down');
+    return ADMIT;
+  }
+}
+
 function recordingLogger() {
   const lines: string[] = [];
   const log = {
@@ -90,6 +103,29 @@ function guarded(policy: 'local' | 'open' | 'closed', coolDownMs = 50) {
 }
 
 describe('GuardedStore', () => {
+  it('keeps one breaker per failure domain: a dead node opens its own, the others stay on the store', async () => {
+    const primary = new TwoNodeStore();
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const store = new GuardedStore({
+      primary,
+      policy: 'open',
+      local: undefined,
+      metrics,
+      log: recordingLogger().log,
+      coolDownMs: 1_000,
+      now: fakeClock().now,
+    });
+    const on = (node: string): LimitCheck[] => [{ ...REQUEST[0]!, key: `${node}{rule:ip:1}` }];
+    primary.dead.add('a');
+    for (let i = 0; i < FAILURES_TO_OPEN + 5; i++) expect(await store.acquire(on('a'))).toBe(OPEN_DECISION);
+    expect(store.breakerStateOf('a')).toBe('open');
+    expect(store.breakerState).toBe('open'); // the metric shows the worst
+    const callsBefore = primary.calls;
+    for (let i = 0; i < 10; i++) expect(await store.acquire(on('b'))).toBe(ADMIT);
+    expect(primary.calls).toBe(callsBefore + 10);
+    expect(store.breakerStateOf('b')).toBe('closed');
+  });
+
   it('passes decisions through while the store answers', async () => {
     const { store, primary } = guarded('local');
     expect(await store.acquire(REQUEST)).toBe(ADMIT);

@@ -12,6 +12,11 @@
  * cool-down. A failure is either a store error (no connection: instant with ioredis'
  * `enableOfflineQueue: false`) or no answer within STORE_TIMEOUT_MS (ioredis' `commandTimeout`),
  * so no request ever waits longer than the timeout. State changes are logged once, not per request.
+ *
+ * One breaker per failure domain (`Store.domainOf`): on a Redis Cluster, per master, so a dead master
+ * sends only the requests whose keys live there to the policy while the others stay on Redis. At most
+ * MAX_BREAKERS are kept (closed, healthy ones are dropped first); the breaker-state metric shows the
+ * worst of them.
  */
 import type { Decision, LimitCheck, SettledLimit, Settlement, Store } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
@@ -41,7 +46,19 @@ export const FAILURES_TO_OPEN = 3;
 /** How long an open breaker keeps the store out before one probe, in ms. */
 export const DEFAULT_COOL_DOWN_MS = 1_000;
 
+/** Most failure domains with a breaker of their own (a Cluster has at most a few hundred masters). */
+export const MAX_BREAKERS = 1_024;
+
 type BreakerState = 'closed' | 'open' | 'half-open';
+
+/** One failure domain's breaker. */
+class Breaker {
+  state: BreakerState = 'closed';
+  consecutiveFailures = 0;
+  /** monotonic ms when an open breaker lets its next probe through */
+  probeAtMs = 0;
+  probeInFlight = false;
+}
 const STATE_VALUE: Record<BreakerState, BreakerStateValue> = { closed: 0, open: 1, 'half-open': 2 };
 
 export interface GuardedStoreOptions {
@@ -70,11 +87,9 @@ export class GuardedStore {
   readonly #errorsTimeout;
   readonly #errorsOther;
 
-  #state: BreakerState = 'closed';
-  #consecutiveFailures = 0;
-  /** monotonic ms when an open breaker lets its next probe through */
-  #probeAtMs = 0;
-  #probeInFlight = false;
+  /** by failure domain ('' for a store of one domain) */
+  readonly #breakers = new Map<string, Breaker>();
+  #reportedState: BreakerState = 'closed';
   readonly #fallbackDecisions = new WeakSet<Decision>();
 
   constructor(options: GuardedStoreOptions) {
@@ -95,29 +110,56 @@ export class GuardedStore {
     }
   }
 
+  /** The worst breaker state over every failure domain. */
   get breakerState(): BreakerState {
-    return this.#state;
+    return this.#reportedState;
+  }
+
+  /** The breaker state of one failure domain ('' for a store of one domain). */
+  breakerStateOf(domain: string): BreakerState {
+    return this.#breakers.get(domain)?.state ?? 'closed';
   }
 
   /** A decision from the store, or from the policy when the store fails or the breaker is open. */
   acquire(checks: readonly LimitCheck[]): Promise<Decision> {
-    if (this.#state !== 'closed') {
-      if (this.#probeInFlight || this.#now() < this.#probeAtMs) return this.#fallback(checks);
-      this.#probeInFlight = true;
-      this.#setState('half-open');
+    const domain = this.#primary.domainOf?.(checks) ?? '';
+    const breaker = this.#breakerOf(domain);
+    if (breaker.state !== 'closed') {
+      if (breaker.probeInFlight || this.#now() < breaker.probeAtMs) return this.#fallback(checks);
+      breaker.probeInFlight = true;
+      this.#setState(breaker, 'half-open');
     }
     const startedAt = this.#now();
     return this.#primary.acquire(checks).then(
       (decision) => {
         this.#latencyPrimary.observe((this.#now() - startedAt) / 1000);
-        if (this.#state !== 'closed' || this.#consecutiveFailures !== 0) this.#onSuccess();
+        if (breaker.state !== 'closed' || breaker.consecutiveFailures !== 0) this.#onSuccess(breaker, domain);
         return decision;
       },
       (error: unknown) => {
-        this.#onFailure(error);
+        this.#onFailure(breaker, domain, error);
         return this.#fallback(checks);
       },
     );
+  }
+
+  #breakerOf(domain: string): Breaker {
+    let breaker = this.#breakers.get(domain);
+    if (breaker !== undefined) return breaker;
+    if (this.#breakers.size >= MAX_BREAKERS) {
+      // drop a healthy one (nothing to remember); if none is, the oldest
+      let victim: string | undefined;
+      for (const [key, b] of this.#breakers) {
+        if (b.state === 'closed' && b.consecutiveFailures === 0) {
+          victim = key;
+          break;
+        }
+      }
+      this.#breakers.delete(victim ?? this.#breakers.keys().next().value!);
+    }
+    breaker = new Breaker();
+    this.#breakers.set(domain, breaker);
+    return breaker;
   }
 
   /**
@@ -159,37 +201,50 @@ export class GuardedStore {
     );
   }
 
-  #onSuccess(): void {
-    this.#consecutiveFailures = 0;
-    this.#probeInFlight = false;
-    if (this.#state !== 'closed') {
-      this.#setState('closed');
-      this.#log.info({ store: this.#primary.kind }, 'store answers again: decisions are back on the store');
+  #onSuccess(breaker: Breaker, domain: string): void {
+    breaker.consecutiveFailures = 0;
+    breaker.probeInFlight = false;
+    if (breaker.state !== 'closed') {
+      this.#setState(breaker, 'closed');
+      this.#log.info(
+        { store: this.#primary.kind, ...(domain && { node: domain }) },
+        'store answers again: decisions are back on the store',
+      );
     }
   }
 
-  #onFailure(error: unknown): void {
+  #onFailure(breaker: Breaker, domain: string, error: unknown): void {
     const code = (error as { code?: string } | undefined)?.code;
     if (code === 'STORE_TIMEOUT') this.#errorsTimeout.inc();
     else this.#errorsOther.inc();
-    this.#consecutiveFailures++;
-    const wasProbe = this.#state === 'half-open';
-    this.#probeInFlight = false;
-    if (wasProbe || (this.#state === 'closed' && this.#consecutiveFailures >= FAILURES_TO_OPEN)) {
-      this.#probeAtMs = this.#now() + this.#coolDownMs;
+    breaker.consecutiveFailures++;
+    const wasProbe = breaker.state === 'half-open';
+    breaker.probeInFlight = false;
+    if (wasProbe || (breaker.state === 'closed' && breaker.consecutiveFailures >= FAILURES_TO_OPEN)) {
+      breaker.probeAtMs = this.#now() + this.#coolDownMs;
       if (!wasProbe) {
         this.#log.error(
-          { store: this.#primary.kind, policy: this.#policy, err: error },
+          { store: this.#primary.kind, ...(domain && { node: domain }), policy: this.#policy, err: error },
           `store failing: STORE_FAILURE=${this.#policy} decides until it answers again`,
         );
       }
-      this.#setState('open');
+      this.#setState(breaker, 'open');
     }
   }
 
-  #setState(state: BreakerState): void {
-    if (this.#state === state) return;
-    this.#state = state;
-    this.#metrics.breakerState.set(STATE_VALUE[state]);
+  #setState(breaker: Breaker, state: BreakerState): void {
+    if (breaker.state === state) return;
+    breaker.state = state;
+    let worst: BreakerState = 'closed';
+    for (const b of this.#breakers.values()) {
+      if (b.state === 'open') {
+        worst = 'open';
+        break;
+      }
+      if (b.state === 'half-open') worst = 'half-open';
+    }
+    if (worst === this.#reportedState) return;
+    this.#reportedState = worst;
+    this.#metrics.breakerState.set(STATE_VALUE[worst]);
   }
 }

@@ -5,7 +5,8 @@ of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at t
 
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag
-ARGV[1]   operation: "acquire" (admission) or "settle" (the end of an exchange)
+ARGV[1]   operation: "acquire" (admission), "settle" (the end of an exchange), or "batch" (several
+          requests of either kind in one call, see below)
 ARGV[2]   nowMs      TESTS ONLY. Empty = the clock is Redis `TIME`. Production never passes it: time
                      is the store's clock, never a gateway's.
 ARGV[3]   minTtlMs   TESTS ONLY. Empty = none. A floor on every written key's time to live, so a test
@@ -33,6 +34,15 @@ string: token bucket balance, sliding window estimate, after the decision), retr
 0 when this limit admits), resetMs (whole ms until the whole quota is back with no further traffic).
 Lua numbers returned to Redis are truncated to integers, hence the level as a string; the waits are
 whole ms no larger than 1e15, which integers carry exactly.
+
+"batch" (RedisStore's batching: the requests bound for one node in one event-loop turn): ARGV[4] is
+m, the number of requests; then, per request j in arrival order: its operation ("acquire" or
+"settle"), n_j its number of keys, argc_j its number of arguments, then those argc_j arguments exactly
+as ARGV[5..] of a single call. KEYS are every request's keys, request after request. Each request is
+decided exactly as a call of its own would be, on the batch's one clock (the TIME read once, or
+nowMs), one after the other in order: request j sees what requests 1..j-1 wrote. Returns m replies,
+each the reply of its single call, or an error reply in its place when its own arguments are bad.
+On a Redis Cluster every key of a batch is in one slot (RedisStore groups by slot).
 
 Needs Redis >= 5: TIME followed by writes is allowed because scripts replicate their effects (the
 default since 5, the only mode since 7).
@@ -93,7 +103,7 @@ end
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
 local operation = ARGV[1]
-if operation ~= 'acquire' and operation ~= 'settle' then
+if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'batch' then
   return fail('unknown operation ' .. tostring(operation))
 end
 
@@ -107,9 +117,6 @@ else
 end
 local minTtlMs = 0
 if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
-
-local n = tonumber(ARGV[4])
-if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
 
 -- writes a string state as charge/settle return it
 local function store(key, value, ttlMs)
@@ -128,9 +135,10 @@ local function stateOf(algorithm, key)
   return redis.call('GET', key)
 end
 
-if operation == 'settle' then
+-- One request's settlements: KEYS[keyBase + 1 .. keyBase + n], their arguments from ARGV[i] up to
+-- ARGV[last]. Returns the reply, or an error reply.
+local function settleRequest(keyBase, n, i, last)
   local reply = {}
-  local i = 5
   for k = 1, n do
     local algorithm = ALGORITHMS[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
@@ -144,49 +152,89 @@ if operation == 'settle' then
       return fail('bad delta or admittedAtMs of settlement ' .. k)
     end
     i = i + 2
-    local level, resetMs, value, ttlMs = algorithm.settle(spec, delta, admittedAtMs, stateOf(algorithm, KEYS[k]), nowMs)
-    if not algorithm.ownsKey then store(KEYS[k], value, ttlMs) end
+    local key = KEYS[keyBase + k]
+    local level, resetMs, value, ttlMs = algorithm.settle(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs)
+    if not algorithm.ownsKey then store(key, value, ttlMs) end
     reply[#reply + 1] = fmt(level)
     reply[#reply + 1] = resetMs
   end
-  if i ~= #ARGV + 1 then return fail('unexpected arguments after the last settlement') end
+  if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
   return reply
 end
 
--- "acquire": evaluate every check; nothing is written yet
-local evaluations = {}
-local allAllowed = true
-local i = 5
-for k = 1, n do
-  local algorithm = ALGORITHMS[ARGV[i]]
-  if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-  local cost = tonumber(ARGV[i + 1])
-  if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
-  local spec = algorithm.spec(ARGV, i + 2)
-  if not spec then return fail('bad limits of check ' .. k) end
-  i = i + 2 + algorithm.arity
-  local evaluation = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[k]), nowMs)
-  evaluations[k] = evaluation
-  if not evaluation.allowed then allAllowed = false end
-end
-if i ~= #ARGV + 1 then return fail('unexpected arguments after the last check') end
-
-local reply = {}
-for k = 1, n do
-  if allAllowed then
-    local level, resetMs, value, ttlMs = evaluations[k].charge(minTtlMs)
-    if value ~= nil then store(KEYS[k], value, ttlMs) end -- nil: the algorithm wrote its own key
-    reply[#reply + 1] = 1
-    reply[#reply + 1] = fmt(level)
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = resetMs
-  else
-    local allowed, level, retryAfterMs, resetMs = evaluations[k].hold()
-    reply[#reply + 1] = allowed and 1 or 0
-    reply[#reply + 1] = fmt(level)
-    reply[#reply + 1] = retryAfterMs
-    reply[#reply + 1] = resetMs
+-- One request's checks, all or nothing: KEYS[keyBase + 1 .. keyBase + n], their arguments from
+-- ARGV[i] up to ARGV[last]. Every check is evaluated before anything is written. Returns the reply,
+-- or an error reply (then nothing was written).
+local function acquireRequest(keyBase, n, i, last)
+  local evaluations = {}
+  local allAllowed = true
+  for k = 1, n do
+    local algorithm = ALGORITHMS[ARGV[i]]
+    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+    local cost = tonumber(ARGV[i + 1])
+    if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
+    local spec = algorithm.spec(ARGV, i + 2)
+    if not spec then return fail('bad limits of check ' .. k) end
+    i = i + 2 + algorithm.arity
+    local evaluation = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
+    evaluations[k] = evaluation
+    if not evaluation.allowed then allAllowed = false end
   end
+  if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+
+  local reply = {}
+  for k = 1, n do
+    if allAllowed then
+      local level, resetMs, value, ttlMs = evaluations[k].charge(minTtlMs)
+      if value ~= nil then store(KEYS[keyBase + k], value, ttlMs) end -- nil: the algorithm wrote its own key
+      reply[#reply + 1] = 1
+      reply[#reply + 1] = fmt(level)
+      reply[#reply + 1] = 0
+      reply[#reply + 1] = resetMs
+    else
+      local allowed, level, retryAfterMs, resetMs = evaluations[k].hold()
+      reply[#reply + 1] = allowed and 1 or 0
+      reply[#reply + 1] = fmt(level)
+      reply[#reply + 1] = retryAfterMs
+      reply[#reply + 1] = resetMs
+    end
+  end
+  reply[#reply + 1] = fmt(nowMs) -- the decision's clock: a settlement gives back where it counted
+  return reply
 end
-reply[#reply + 1] = fmt(nowMs) -- the decision's clock: a settlement gives back where it counted
-return reply
+
+if operation ~= 'batch' then
+  local n = tonumber(ARGV[4])
+  if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
+  if operation == 'settle' then return settleRequest(0, n, 5, #ARGV) end
+  return acquireRequest(0, n, 5, #ARGV)
+end
+
+-- "batch": m requests, each decided on its own, in order, exactly as m separate calls on this clock.
+-- The header of request j tells where its arguments end, so a request with bad arguments gets an
+-- error in its place and the next one is still found.
+local m = tonumber(ARGV[4])
+if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
+local replies = {}
+local keyBase = 0
+local i = 5
+for j = 1, m do
+  local requestOperation = ARGV[i]
+  local n = tonumber(ARGV[i + 1])
+  local argc = tonumber(ARGV[i + 2])
+  if not (n and argc and n >= 0 and argc >= 0 and keyBase + n <= #KEYS and i + 2 + argc <= #ARGV) then
+    return fail('bad header of request ' .. j)
+  end
+  local first, last = i + 3, i + 2 + argc
+  if requestOperation == 'acquire' then
+    replies[j] = acquireRequest(keyBase, n, first, last)
+  elseif requestOperation == 'settle' then
+    replies[j] = settleRequest(keyBase, n, first, last)
+  else
+    replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
+  end
+  keyBase = keyBase + n
+  i = last + 1
+end
+if keyBase ~= #KEYS or i ~= #ARGV + 1 then return fail('the requests must use every key and argument') end
+return replies

@@ -129,11 +129,16 @@ describe('RedisStore on the Redis clock', () => {
     }
   });
 
-  it('coalesceWrites: the decisions of one turn leave in one socket write, each its own EVALSHA and answer', async () => {
+  it('coalesceWrites without batching: the decisions of one turn leave in one socket write, each its own EVALSHA and answer', async () => {
     const limits: BucketLimits = { capacity: 5, refill: 1, periodMs: 60_000, maxDebt: 0 };
     /** socket-level writes while 8 decisions are asked in one turn */
     const writesFor = async (coalesceWrites: boolean, client: string) => {
-      const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, coalesceWrites });
+      const fresh = new RedisStore(REDIS_URL, {
+        keyPrefix: PREFIX,
+        commandTimeoutMs: 5_000,
+        coalesceWrites,
+        batching: false, // batched, the 8 would be one call anyway
+      });
       try {
         await fresh.ready();
         await fresh.acquire(request(`${client}-warm`, limits, 1)); // the script is loaded (EVAL) once

@@ -16,6 +16,14 @@
  * (the script's "settle" with the charge as a negative delta), so nothing is over-admitted. Limits
  * after the denying group are not asked. A settlement is split the same way, one call per slot group.
  *
+ * Batching (on by default, option `batching`): the script calls bound for one Redis node within one
+ * event-loop turn leave as ONE call of the script's "batch" form, which decides them one by one, each
+ * all or nothing, in arrival order, exactly as separate calls would (on the batch's one clock): batching
+ * changes the cost, never a result. On a Cluster a batch holds the requests of one hash slot only (one
+ * script call may touch one slot). A batch is sent when the turn ends (`setImmediate`), or at once when
+ * it reaches MAX_BATCH_REQUESTS requests or MAX_BATCH_KEYS keys. A failed batch call fails each of its
+ * requests with the same `StoreError`.
+ *
  * Imported from the `@sluice/shared/redis` subpath only, so that the root entry never loads ioredis.
  */
 import { Cluster, type ClusterOptions, Redis, type RedisOptions, type Result } from 'ioredis';
@@ -24,7 +32,7 @@ import { LimitArgumentError } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { assertChecks, assertSettlements, decisionOf, outcomeOf, settledOf } from './engine.js';
 import type { Decision, LimitCheck, LimitOutcome, LimitSpec, SettledLimit, Settlement } from './limits.js';
-import { slotGroups } from './slot-groups.js';
+import { slotGroups, slotOf } from './slot-groups.js';
 import { type Store, StoreError } from './store.js';
 
 /** The ioredis command name the script is registered under. */
@@ -39,6 +47,19 @@ declare module 'ioredis' {
     sluiceAcquire(numberOfKeys: number, ...keysAndArgs: string[]): Result<AcquireReply, Context>;
   }
 }
+
+/**
+ * Most requests in one batched script call. Redis runs a script alone: nothing else is served while it
+ * runs, so a batch must stay short. A one-limit request costs Redis about 10 µs inside the script
+ * (bench/gateway.ts, CPU column), so 64 of them hold Redis well under a millisecond, while a gateway
+ * at full speed rarely has more than a few dozen decisions waiting in one turn anyway.
+ */
+export const MAX_BATCH_REQUESTS = 64;
+/**
+ * Most keys in one batched script call: stacked rules cost per key (each read and written), so the
+ * cap counts keys too; 128 keys is the same bound in time as 64 one-limit requests, twice over.
+ */
+export const MAX_BATCH_KEYS = 128;
 
 /** A Redis Cluster to connect to: its seed nodes as `host:port` (`REDIS_CLUSTER_NODES`). */
 export interface ClusterSeeds {
@@ -58,10 +79,14 @@ export interface RedisStoreOptions {
   /** let ioredis send the decisions of one event-loop tick as one pipeline; default false */
   autoPipelining?: boolean;
   /**
-   * Hold the connection's writes until the end of the event-loop turn (`cork`, uncorked by
-   * `setImmediate`), so the decisions of one turn leave in one write and Redis reads them in one
-   * read; default false. Unlike `autoPipelining` it adds no pipeline object per batch and never
-   * waits for one batch's replies before sending the next: each request is still its own EVALSHA.
+   * Send the script calls of one event-loop turn bound for one node (one slot on a Cluster) as one
+   * batched call; default true. `false`: one call per request (and slot group), as before batching.
+   */
+  batching?: boolean;
+  /**
+   * Without batching: hold the connection's writes until the end of the event-loop turn (`cork`,
+   * uncorked by `setImmediate`), so the calls of one turn leave in one write. With batching: the
+   * batches one turn ends with (several slots, or past the cap) leave in one write. Default false.
    */
   coalesceWrites?: boolean;
   /**
@@ -100,9 +125,14 @@ export class RedisStore implements Store {
   /** only a client the store created is quit by `close()` */
   readonly #ownsClient: boolean;
   readonly #coalesceWrites: boolean;
+  readonly #batching: boolean;
   /** the connection is corked until the end of this event-loop turn */
   #corked = false;
   #closed = false;
+  /** batching: the open batch of each route ('' on one Redis, the slot on a Cluster), in arrival order */
+  readonly #openBatches = new Map<string, Batch>();
+  #flushScheduled = false;
+  #scriptCalls = 0;
 
   /**
    * @param redis an ioredis client to use (`Redis` or `Cluster`; the caller keeps owning it; configure
@@ -136,6 +166,7 @@ export class RedisStore implements Store {
     this.isCluster = this.client instanceof Cluster;
     // one socket per master: nothing to cork (ioredis' autoPipelining groups per node instead)
     this.#coalesceWrites = (options.coalesceWrites ?? false) && !this.isCluster;
+    this.#batching = options.batching ?? true;
     // no numberOfKeys: the call passes it first, as many keys as the request has checks
     if (typeof this.client[ACQUIRE_COMMAND] !== 'function') {
       this.client.defineCommand(ACQUIRE_COMMAND, { lua: ACQUIRE_LUA });
@@ -144,6 +175,28 @@ export class RedisStore implements Store {
 
   acquire(checks: readonly LimitCheck[]): Promise<Decision> {
     return this.#acquire(checks, '', '');
+  }
+
+  /** Script calls sent to Redis so far (a batch counts once): Redis calls per request = this ÷ requests. */
+  get scriptCalls(): number {
+    return this.#scriptCalls;
+  }
+
+  /**
+   * The failure domain of a request: the Redis node(s) its keys live on, as `host:port` (several
+   * joined by ','), so that a circuit breaker can be kept per node; '' on one Redis (one domain). A
+   * slot whose owner the client does not know yet is named `slot:<n>`.
+   */
+  domainOf(checks: readonly { key: string }[]): string {
+    if (!this.isCluster || checks.length === 0) return '';
+    const slots = (this.client as Cluster).slots;
+    const nodes: string[] = [];
+    for (const check of checks) {
+      const slot = slotOf(this.#keyPrefix + check.key);
+      const node = slots[slot]?.[0] ?? `slot:${slot}`;
+      if (!nodes.includes(node)) nodes.push(node);
+    }
+    return nodes.length === 1 ? nodes[0]! : nodes.sort().join(',');
   }
 
   /**
@@ -194,6 +247,7 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#flush(); // what was already asked still leaves
     if (!this.#ownsClient) return;
     try {
       await this.client.quit();
@@ -204,9 +258,8 @@ export class RedisStore implements Store {
 
   /**
    * One request's decision: one script call on one Redis, or on a Cluster when its keys share a hash
-   * tag; otherwise one call per slot group (`#acquireAcrossSlots`). A batched mode slots in at
-   * `#call`: queue `(keys, args, resolve, reject)` and flush once per tick as one script call per
-   * node, settling each caller from its slice of the reply.
+   * tag; otherwise one call per slot group (`#acquireAcrossSlots`). Each call goes through `#script`
+   * (batched or not).
    */
   async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<Decision> {
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
@@ -231,7 +284,6 @@ export class RedisStore implements Store {
   ): Promise<Decision> {
     const n = checks.length;
     const keysAndArgs: string[] = keys.slice();
-    keysAndArgs.push('acquire', nowMs, minTtlMs, String(n));
     for (const check of checks) {
       keysAndArgs.push(
         check.spec.algorithm,
@@ -239,14 +291,7 @@ export class RedisStore implements Store {
         ...algorithmOf(check.spec).luaArguments(check.spec, check.leaseId),
       );
     }
-    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
-    let reply: AcquireReply;
-    try {
-      reply = await this.client.sluiceAcquire(n, ...keysAndArgs);
-    } catch (error) {
-      throw toStoreError(error);
-    }
-    return parseReply(reply, checks);
+    return parseReply(await this.#script('acquire', n, keysAndArgs, nowMs, minTtlMs), checks);
   }
 
   /**
@@ -375,7 +420,6 @@ export class RedisStore implements Store {
     const n = settlements.length;
     const keysAndArgs: string[] = new Array(n);
     for (let i = 0; i < n; i++) keysAndArgs[i] = this.#keyPrefix + settlements[i]!.key;
-    keysAndArgs.push('settle', nowMs, minTtlMs, String(n));
     for (const settlement of settlements) {
       keysAndArgs.push(
         settlement.spec.algorithm,
@@ -384,18 +428,133 @@ export class RedisStore implements Store {
         String(settlement.admittedAtMs),
       );
     }
-    if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
-    let reply: AcquireReply;
-    try {
-      reply = await this.client.sluiceAcquire(n, ...keysAndArgs);
-    } catch (error) {
-      throw toStoreError(error);
-    }
+    const reply = await this.#script('settle', n, keysAndArgs, nowMs, minTtlMs);
     const settled = parseSettled(reply, settlements);
     if (settled === undefined) {
       throw new StoreError('STORE_ERROR', `unreadable limiter reply: ${JSON.stringify(reply)}`);
     }
     return settled;
+  }
+
+  /**
+   * One request's script call: `keysAndArgs` holds its `n` keys (one slot on a Cluster), then its
+   * per-check arguments. Batched: queued in its route's open batch; otherwise sent at once. Rejects
+   * with a `StoreError`.
+   */
+  #script(
+    operation: 'acquire' | 'settle',
+    n: number,
+    keysAndArgs: string[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<unknown> {
+    if (!this.#batching) {
+      if (this.#coalesceWrites && !this.#corked) this.#corkUntilTurnEnds();
+      return this.#send(n, [
+        ...keysAndArgs.slice(0, n),
+        operation,
+        nowMs,
+        minTtlMs,
+        String(n),
+        ...keysAndArgs.slice(n),
+      ]);
+    }
+    return new Promise((resolve, reject) => {
+      const route = this.isCluster ? String(slotOf(keysAndArgs[0]!)) : '';
+      let batch = this.#openBatches.get(route);
+      // one batch has one clock (the tests-only nowMs): another clock starts the next batch, in order
+      if (
+        batch !== undefined &&
+        (batch.nowMs !== nowMs || batch.minTtlMs !== minTtlMs || batch.keyCount + n > MAX_BATCH_KEYS)
+      ) {
+        this.#openBatches.delete(route);
+        this.#sendBatch(batch);
+        batch = undefined;
+      }
+      if (batch === undefined) {
+        batch = { nowMs, minTtlMs, keyCount: 0, requests: [] };
+        this.#openBatches.set(route, batch);
+      }
+      batch.requests.push({ operation, n, keysAndArgs, resolve, reject });
+      batch.keyCount += n;
+      if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
+        this.#openBatches.delete(route);
+        this.#sendBatch(batch);
+      } else if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        // setImmediate, not queueMicrotask: microtasks run after each I/O callback, so requests read
+        // from different sockets in one turn would never share a batch
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  /** Sends every open batch (the turn ends, or the store closes); several leave in one write. */
+  #flush(): void {
+    this.#flushScheduled = false;
+    if (this.#openBatches.size === 0) return;
+    const batches = [...this.#openBatches.values()];
+    this.#openBatches.clear();
+    const stream = this.client instanceof Redis ? this.client.stream : undefined;
+    const cork =
+      this.#coalesceWrites && batches.length > 1 && this.client.status === 'ready' && stream?.writable;
+    if (cork) stream!.cork();
+    for (const batch of batches) this.#sendBatch(batch);
+    if (cork) stream!.uncork();
+  }
+
+  /** One script call for a batch: the single form for a lone request, else the "batch" form. */
+  #sendBatch(batch: Batch): void {
+    const { requests, nowMs, minTtlMs } = batch;
+    if (requests.length === 1) {
+      const { operation, n, keysAndArgs, resolve, reject } = requests[0]!;
+      this.#send(n, [
+        ...keysAndArgs.slice(0, n),
+        operation,
+        nowMs,
+        minTtlMs,
+        String(n),
+        ...keysAndArgs.slice(n),
+      ]).then(resolve, reject);
+      return;
+    }
+    const keys: string[] = [];
+    const args: string[] = ['batch', nowMs, minTtlMs, String(requests.length)];
+    for (const { operation, n, keysAndArgs } of requests) {
+      for (let i = 0; i < n; i++) keys.push(keysAndArgs[i]!);
+      args.push(operation, String(n), String(keysAndArgs.length - n));
+      for (let i = n; i < keysAndArgs.length; i++) args.push(keysAndArgs[i]!);
+    }
+    this.#send(keys.length, keys.concat(args)).then(
+      (reply) => {
+        if (!Array.isArray(reply) || reply.length !== requests.length) {
+          const error = new StoreError(
+            'STORE_ERROR',
+            `unreadable limiter batch reply: ${JSON.stringify(reply)}`,
+          );
+          for (const request of requests) request.reject(error);
+          return;
+        }
+        for (let j = 0; j < requests.length; j++) {
+          const one: unknown = reply[j];
+          if (one instanceof Error) requests[j]!.reject(toStoreError(one));
+          else requests[j]!.resolve(one);
+        }
+      },
+      (error: StoreError) => {
+        for (const request of requests) request.reject(error);
+      },
+    );
+  }
+
+  /** Sends one script call; rejects with a `StoreError`. */
+  async #send(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
+    this.#scriptCalls++;
+    try {
+      return await this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs);
+    } catch (error) {
+      throw toStoreError(error);
+    }
   }
 
   #corkUntilTurnEnds(): void {
@@ -410,6 +569,25 @@ export class RedisStore implements Store {
       stream.uncork();
     });
   }
+}
+
+/** One request's script call waiting in a batch. */
+interface PendingCall {
+  readonly operation: 'acquire' | 'settle';
+  /** its number of keys: `keysAndArgs` is its keys, then its per-check arguments */
+  readonly n: number;
+  readonly keysAndArgs: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: StoreError) => void;
+}
+
+/** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
+interface Batch {
+  /** the batch's clock: '' (Redis TIME) or a tests-only simulated one */
+  readonly nowMs: string;
+  readonly minTtlMs: string;
+  keyCount: number;
+  readonly requests: PendingCall[];
 }
 
 /** A slot group an earlier call charged, and its decision's clock (for the give-back). */

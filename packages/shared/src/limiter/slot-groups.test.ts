@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { limitKey } from './limits.js';
-import { hashTagOf, slotGroups } from './slot-groups.js';
+import { hashTagOf, slotGroups, slotOf } from './slot-groups.js';
 
 describe('hashTagOf', () => {
   it('is the first non-empty {…}, as Redis Cluster hashes it', () => {
@@ -20,5 +20,16 @@ describe('slotGroups', () => {
     ];
     expect(slotGroups(keys)).toEqual([[0, 2], [1]]);
     expect(slotGroups([keys[0]!])).toEqual([[0]]);
+  });
+});
+
+describe('slotOf', () => {
+  it('is CLUSTER KEYSLOT: CRC16 of the hash tag, mod 16384', () => {
+    // values from Redis (CLUSTER KEYSLOT) and its cluster spec (CRC16 of "123456789" is 0x31C3)
+    expect(slotOf('foo')).toBe(12_182);
+    expect(slotOf('bar')).toBe(5_061);
+    expect(slotOf('123456789')).toBe(0x31c3 % 16_384);
+    expect(slotOf('{foo}:anything')).toBe(12_182);
+    expect(slotOf('sluice:{r1:ip:1.2.3.4}:burst')).toBe(slotOf('r1:ip:1.2.3.4'));
   });
 });

@@ -29,3 +29,24 @@ export function slotGroups(keys: readonly string[]): number[][] {
   }
   return [...byTag.values()];
 }
+
+/** Redis Cluster's number of hash slots. */
+export const HASH_SLOTS = 16_384;
+
+const encoder = new TextEncoder();
+
+/** CRC16-CCITT (XModem), the checksum Redis Cluster hashes keys with. */
+function crc16(bytes: Uint8Array): number {
+  let crc = 0;
+  for (const byte of bytes) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++)
+      crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc;
+}
+
+/** The hash slot of `key` (`CLUSTER KEYSLOT`): what batching groups a Cluster's requests by. */
+export function slotOf(key: string): number {
+  return crc16(encoder.encode(hashTagOf(key))) % HASH_SLOTS;
+}

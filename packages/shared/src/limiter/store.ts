@@ -18,6 +18,12 @@ export interface Store {
    * settled (see `Settlement`). One result per settlement, in order. Rejects as `acquire` does.
    */
   settle(settlements: readonly Settlement[]): Promise<SettledLimit[]>;
+  /**
+   * Optional: the failure domain `checks` are decided in (on a Redis Cluster, the node(s) owning their
+   * keys), so that a failing node does not send every other node's requests to the failure policy.
+   * A store without it is one domain.
+   */
+  domainOf?(checks: readonly LimitCheck[]): string;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,354 @@
+/**
+ * Batching against the real Redis (127.0.0.1:6379) and a Redis of this file's own: the same random
+ * requests decided one call each (unbatched, one by one) and in random batches give the same
+ * decisions, the same settlements and the same stored state; the batch cap; a failed batch fails every
+ * one of its callers; a request with bad arguments fails alone.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Decision, type LimitCheck, limitKey, type SettledLimit, type Settlement } from './limits.js';
+import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS, RedisStore } from './redis-store.js';
+import { StoreError } from './store.js';
+import { specArb, specCostArb, specStepMsArb, startMsArb } from './test-arbitraries.js';
+import { SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const PREFIX = `test:batching:${randomUUID()}:`;
+
+let unbatched: RedisStore;
+let batched: RedisStore;
+let admin: Redis;
+
+beforeAll(async () => {
+  unbatched = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, batching: false });
+  batched = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000 });
+  admin = new Redis(REDIS_URL);
+  await Promise.all([unbatched.ready(), batched.ready()]);
+});
+
+afterAll(async () => {
+  let cursor = '0';
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `${PREFIX}*`, 'COUNT', 1_000);
+    if (keys.length) await admin.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+  await Promise.all([unbatched.close(), batched.close()]);
+  await admin.quit();
+});
+
+/** An acquire of 1–4 limits of the pool, or a settlement of an earlier admitted acquire. */
+type Op =
+  | { kind: 'acquire'; limits: number[]; costs: number[]; stepMs: number }
+  | { kind: 'settle'; target: number; deltaFactors: number[]; stepMs: number };
+
+interface Interleaving {
+  pool: Awaited<ReturnType<typeof specArb.generate>>['value'][];
+  startMs: number;
+  /** the ops, cut into chunks: a chunk is asked in one event-loop turn (batched: one or a few calls) */
+  chunks: Op[][];
+}
+
+const interleavingArb: fc.Arbitrary<Interleaving> = fc
+  .array(specArb, { minLength: 1, maxLength: 6 })
+  .chain((pool) => {
+    // mostly the same clock within a chunk (one batch), sometimes a step (the batch is cut there)
+    const stepArb = fc.oneof(
+      { weight: 6, arbitrary: fc.constant(0) },
+      { weight: 1, arbitrary: specStepMsArb(pool[0]!) },
+    );
+    const acquireArb = fc
+      .uniqueArray(fc.nat(pool.length - 1), { minLength: 1, maxLength: Math.min(4, pool.length) })
+      .chain((limits) =>
+        fc.record({
+          kind: fc.constant('acquire' as const),
+          limits: fc.constant(limits),
+          costs: fc.tuple(...limits.map((i) => specCostArb(pool[i]!))),
+          stepMs: stepArb,
+        }),
+      );
+    const settleArb = fc.record({
+      kind: fc.constant('settle' as const),
+      target: fc.nat(),
+      deltaFactors: fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: 4, maxLength: 4 }),
+      stepMs: stepArb,
+    });
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 4, arbitrary: acquireArb },
+      { weight: 1, arbitrary: settleArb },
+    );
+    return fc.record({
+      pool: fc.constant(pool),
+      startMs: startMsArb,
+      chunks: fc.array(fc.array(opArb, { minLength: 20, maxLength: 90, size: 'max' }), {
+        minLength: 4,
+        maxLength: 8,
+        size: 'max',
+      }),
+    });
+  });
+
+interface Outcome {
+  decisions: (Decision | undefined)[];
+  settled: (SettledLimit[] | undefined)[];
+  state: Map<string, string>;
+  ops: number;
+}
+
+/**
+ * Runs one interleaving on `store` under its own run id. A settlement targets an acquire of an
+ * earlier chunk (its decision known when the chunk is asked): it gives back or charges a fraction of
+ * each limit's cost, at the acquire's clock. `oneByOne`: each op waits for the one before.
+ */
+async function runOn(
+  store: RedisStore,
+  scenario: Interleaving,
+  run: string,
+  oneByOne: boolean,
+): Promise<Outcome> {
+  const decisions: (Decision | undefined)[] = [];
+  const settled: (SettledLimit[] | undefined)[] = [];
+  const acquired: { checks: LimitCheck[]; index: number }[] = [];
+  let nowMs = scenario.startMs;
+  let index = 0;
+  for (const chunk of scenario.chunks) {
+    const admittedBefore = acquired.filter(({ index: i }) => decisions[i]?.allowed);
+    const asked: Promise<void>[] = [];
+    for (const op of chunk) {
+      nowMs += op.stepMs;
+      const i = index++;
+      let done: Promise<void>;
+      if (op.kind === 'acquire') {
+        const checks: LimitCheck[] = op.limits.map((limit, j) => ({
+          key: limitKey('', run, `l${limit}`, 'client'),
+          spec: scenario.pool[limit]!,
+          cost: op.costs[j]!,
+        }));
+        acquired.push({ checks, index: i });
+        done = store.acquireAt(checks, nowMs, SIMULATION_TTL_MS).then((d) => {
+          decisions[i] = d;
+        });
+      } else {
+        const target = admittedBefore[op.target % Math.max(admittedBefore.length, 1)];
+        if (target === undefined) continue;
+        const settlements: Settlement[] = target.checks.map((check, j) => ({
+          key: check.key,
+          spec: check.spec,
+          delta: op.deltaFactors[j]! * check.cost,
+          admittedAtMs: decisions[target.index]!.atMs!,
+        }));
+        done = store.settleAt(settlements, nowMs, SIMULATION_TTL_MS).then((s) => {
+          settled[i] = s;
+        });
+      }
+      if (oneByOne) await done;
+      else asked.push(done);
+    }
+    await Promise.all(asked);
+  }
+  const ops = decisions.filter(Boolean).length + settled.filter(Boolean).length;
+  return { decisions, settled, state: await dump(run), ops };
+}
+
+/** Every key of one run, without its run id: TYPE, then its value (string or sorted set). */
+async function dump(run: string): Promise<Map<string, string>> {
+  const state = new Map<string, string>();
+  let cursor = '0';
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `${PREFIX}*${run}*`, 'COUNT', 1_000);
+    for (const key of keys) {
+      const type = await admin.type(key);
+      const value =
+        type === 'string'
+          ? await admin.get(key)
+          : JSON.stringify(await admin.zrange(key, 0, -1, 'WITHSCORES'));
+      state.set(key.replace(run, 'RUN'), `${type} ${value}`);
+    }
+    cursor = next;
+  } while (cursor !== '0');
+  return state;
+}
+
+describe('batching changes the cost, never a result', () => {
+  it('random interleavings: one call each, one by one, and random batches decide alike and leave the same state (10,000+ operations)', async () => {
+    let operations = 0;
+    let settlements = 0;
+    let denials = 0;
+    let run = 0;
+    const callsBefore = batched.scriptCalls;
+    await fc.assert(
+      fc.asyncProperty(interleavingArb, async (scenario) => {
+        run++;
+        const id = `${run}-${Math.random().toString(36).slice(2)}`;
+        const a = await runOn(unbatched, scenario, `a-${id}`, true);
+        const b = await runOn(batched, scenario, `b-${id}`, false);
+        operations += a.ops;
+        settlements += a.settled.filter(Boolean).length;
+        denials += a.decisions.filter((d) => d && !d.allowed).length;
+        expect(b.decisions.length).toBe(a.decisions.length);
+        a.decisions.forEach((d, i) => {
+          if (d === undefined) expect(b.decisions[i]).toBeUndefined();
+          else if (!sameDecision(d, b.decisions[i]!) || d.atMs !== b.decisions[i]!.atMs)
+            expect({ i, decision: b.decisions[i] }).toEqual({ i, decision: d });
+        });
+        expect(b.settled).toEqual(a.settled);
+        expect(b.state).toEqual(a.state);
+      }),
+      { numRuns: 40 },
+    );
+    const calls = batched.scriptCalls - callsBefore;
+    console.log('batching differential:', { operations, settlements, denials, batchedScriptCalls: calls });
+    expect(operations).toBeGreaterThanOrEqual(10_000);
+    expect(denials).toBeGreaterThan(0);
+    expect(settlements).toBeGreaterThan(0);
+    // batching did happen: far fewer script calls than operations
+    expect(calls).toBeLessThan(operations / 4);
+  }, 120_000);
+
+  it(`caps a batch at ${MAX_BATCH_REQUESTS} requests and ${MAX_BATCH_KEYS} keys`, async () => {
+    const spec = {
+      algorithm: 'token-bucket',
+      capacity: 1e9,
+      refill: 1,
+      periodMs: 1_000,
+      maxDebt: 0,
+    } as const;
+    const oneKey = (i: number): LimitCheck[] => [{ key: limitKey('', 'cap', '', `c${i}`), spec, cost: 1 }];
+    let before = batched.scriptCalls;
+    const single = await Promise.all(Array.from({ length: 200 }, (_, i) => batched.acquire(oneKey(i))));
+    expect(single.every((d) => d.allowed)).toBe(true);
+    expect(batched.scriptCalls - before).toBe(Math.ceil(200 / MAX_BATCH_REQUESTS)); // 64 + 64 + 64 + 8
+
+    const fourKeys = (i: number): LimitCheck[] =>
+      [0, 1, 2, 3].map((j) => ({ key: limitKey('', 'cap4', `l${j}`, `c${i}`), spec, cost: 1 }));
+    before = batched.scriptCalls;
+    const stacked = await Promise.all(Array.from({ length: 40 }, (_, i) => batched.acquire(fourKeys(i))));
+    expect(stacked.every((d) => d.allowed && d.limits.length === 4)).toBe(true);
+    expect(batched.scriptCalls - before).toBe(Math.ceil((40 * 4) / MAX_BATCH_KEYS)); // 32 requests, then 8
+  });
+
+  it('a request with bad arguments fails alone; the others of its batch are decided', async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'bad', '', name)}`;
+    const bucket = ['token-bucket', '1', '5', '1', '1000', '0'];
+    const reply = (await batched.client.sluiceAcquire(
+      3,
+      key('x'),
+      key('y'),
+      key('z'),
+      'batch',
+      '',
+      '',
+      '3',
+      ...['acquire', '1', String(bucket.length), ...bucket],
+      ...['acquire', '1', '2', 'no-such-algorithm', '1'],
+      ...['acquire', '1', String(bucket.length), ...bucket],
+    )) as unknown[];
+    expect(reply).toHaveLength(3);
+    expect((reply[0] as unknown[])[0]).toBe(1);
+    expect(reply[1]).toBeInstanceOf(Error);
+    expect(String(reply[1])).toMatch(/unknown algorithm/);
+    expect((reply[2] as unknown[])[0]).toBe(1);
+    expect(await admin.exists(key('y'))).toBe(0);
+  });
+});
+
+describe('a failed batch', () => {
+  let server: ChildProcess | undefined;
+  let port = 0;
+
+  beforeAll(async () => {
+    port = await freePort();
+    server = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
+    probe.on('error', () => {});
+    for (let i = 0; i < 100; i++) {
+      try {
+        if (probe.status === 'wait') await probe.connect();
+        if ((await probe.ping()) === 'PONG') break;
+      } catch {
+        await sleep(50);
+      }
+    }
+    probe.disconnect();
+  });
+  afterAll(() => {
+    if (server && server.exitCode === null) server.kill('SIGKILL');
+  });
+
+  const spec = { algorithm: 'token-bucket', capacity: 100, refill: 1, periodMs: 1_000, maxDebt: 0 } as const;
+  const request = (i: number): LimitCheck[] => [{ key: limitKey('', 'fail', '', `c${i}`), spec, cost: 1 }];
+
+  /** What each promise ended with, or 'pending' if it had not within 3 s. */
+  const settleAll = (promises: Promise<unknown>[]) =>
+    Promise.all(
+      promises.map((p) =>
+        Promise.race([
+          p.then(
+            () => 'resolved',
+            (error: unknown) => (error instanceof StoreError ? 'StoreError' : String(error)),
+          ),
+          sleep(3_000).then(() => 'pending'),
+        ]),
+      ),
+    );
+
+  it('closing the client under a batch in flight: every caller gets a StoreError, none hangs', async () => {
+    const store = new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 1_000 });
+    const control = new Redis({ port });
+    try {
+      await store.ready();
+      expect((await store.acquire(request(0))).allowed).toBe(true); // the script is loaded
+      await control.client('PAUSE', 800, 'ALL'); // the batch sits in Redis unanswered
+      const asked = Array.from({ length: 100 }, (_, i) => store.acquire(request(i)));
+      await sleep(50);
+      store.client.disconnect();
+      expect(new Set(await settleAll(asked))).toEqual(new Set(['StoreError']));
+    } finally {
+      await sleep(800);
+      control.disconnect();
+      await store.close();
+    }
+  });
+
+  it('Redis SIGKILLed under a batch in flight: every caller gets a StoreError, none hangs', async () => {
+    const store = new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 1_000 });
+    const control = new Redis({ port });
+    control.on('error', () => {});
+    try {
+      await store.ready();
+      expect((await store.acquire(request(0))).allowed).toBe(true);
+      await control.client('PAUSE', 2_000, 'ALL');
+      const asked = Array.from({ length: 100 }, (_, i) => store.acquire(request(i)));
+      await sleep(50);
+      const exited = new Promise((resolve) => server!.once('exit', resolve));
+      server!.kill('SIGKILL');
+      await exited;
+      expect(new Set(await settleAll(asked))).toEqual(new Set(['StoreError']));
+    } finally {
+      control.disconnect();
+      await store.close();
+    }
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
