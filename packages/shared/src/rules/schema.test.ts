@@ -316,7 +316,6 @@ function validV2(): Body {
   };
 }
 
-
 const invalidV2: Array<[string, (b: Body) => void, string, RegExp?]> = [
   ['limit together with limits', (b) => (b.limit = { capacity: 1, refill: 1, period: '1s' }), 'limit'],
   ['client together with limits', (b) => (b.client = { by: 'ip' }), 'client'],
