@@ -10,7 +10,9 @@
  * while another gateway holds unused tokens: at most the tokens outstanding in leases.
  *
  * A lease lasts at most `leaseMs`; its unused tokens then go back to the bucket (`settle` with a
- * negative delta, capped at capacity by the bucket), and on `close()`. Its size follows this key's own
+ * negative delta, capped at capacity by the bucket), and on `close()`. A lease in use is topped up
+ * (one more `acquire`) when a quarter of it is left, so a steady stream never waits for the store; the
+ * top-up restarts its `leaseMs`. Its size follows this key's own
  * recent rate on this gateway (an EWMA of requests per ms, sampled at each new lease): enough for about
  * `leaseMs` of traffic, at least 1 request, at most what the rule allows (`leaseRequestsOf`). Requests
  * that arrive while a lease is being fetched wait for it (one store call for all of them).
@@ -75,12 +77,14 @@ export function leaseRequestsOf(limits: readonly { spec: LimitSpec; cost: number
 interface Lease {
   /** the request's checks the lease was taken for (each request's own cost) */
   readonly checks: readonly LimitCheck[];
-  /** the store's decision that granted the lease */
-  readonly grant: Decision;
+  /** the store's decision that granted the lease (its latest top-up) */
+  grant: Decision;
   /** tokens one request takes, summed over the limits */
   readonly tokensPerRequest: number;
   /** requests left */
   remaining: number;
+  /** requests the lease held after its latest top-up */
+  granted: number;
   cancelExpiry: (() => void) | undefined;
 }
 
@@ -88,6 +92,8 @@ interface KeyState {
   readonly key: string;
   lease: Lease | undefined;
   fetching: boolean;
+  /** the rule's most requests per lease, as the last `take` said */
+  maxRequests: number;
   /** requests waiting for the lease being fetched: each gets a lease decision or undefined (exact) */
   waiters: ((decision: Decision | undefined) => void)[];
   /** monotonic ms until which this key is decided exactly (a lease was denied) */
@@ -163,6 +169,7 @@ export class LeaseManager {
         key,
         lease: undefined,
         fetching: false,
+        maxRequests,
         waiters: [],
         exactUntilMs: 0,
         rate: undefined,
@@ -172,6 +179,7 @@ export class LeaseManager {
       this.#keys.set(key, state);
       this.#sweepLater();
     }
+    state.maxRequests = maxRequests;
     const lease = state.lease;
     if (lease !== undefined) {
       if (lease.remaining > 0) return this.#admit(state, lease);
@@ -206,6 +214,10 @@ export class LeaseManager {
     state.served++;
     this.#outstandingTokens -= lease.tokensPerRequest;
     this.stats.admittedTokens += lease.tokensPerRequest;
+    // a lease in use is topped up before it runs out, so a steady stream never waits for the store
+    if (4 * lease.remaining < lease.granted && !state.fetching && !this.#closed) {
+      this.#fetch(state, lease.checks, state.maxRequests);
+    }
     const grant = lease.grant;
     const limits: LimitOutcome[] = new Array(grant.limits.length);
     for (let i = 0; i < limits.length; i++) {
@@ -223,7 +235,9 @@ export class LeaseManager {
     return { allowed: true, limits, deniedIndex: -1, retryAfterMs: 0, atMs: grant.atMs };
   }
 
+  /** One lease call for the key; those waiting are served when it lands (one fetch at a time per key). */
   #fetch(state: KeyState, checks: readonly LimitCheck[], maxRequests: number): void {
+    if (state.fetching) return;
     state.fetching = true;
     const nowMs = this.#now();
     const elapsedMs = nowMs - state.sampledAtMs;
@@ -234,7 +248,9 @@ export class LeaseManager {
     state.served = 0;
     state.sampledAtMs = nowMs;
     const wanted = state.rate === undefined ? 1 : Math.ceil(state.rate * this.#leaseMs);
-    const requests = Math.max(1, Math.min(maxRequests, Math.max(wanted, state.waiters.length)));
+    // a top-up keeps what the lease still holds within the rule's most (a quarter of capacity)
+    const room = maxRequests - (state.lease?.remaining ?? 0);
+    const requests = Math.max(1, Math.min(room, Math.max(wanted, state.waiters.length)));
     const leaseChecks: LimitCheck[] = checks.map((check) => ({
       key: check.key,
       // a lease never overdraws the bucket: only an exact decision may, as in exact mode
@@ -268,22 +284,32 @@ export class LeaseManager {
         this.stats.leases++;
         this.stats.leasedTokens += requests * tokensPerRequest;
         this.#outstandingTokens += requests * tokensPerRequest;
-        const lease: Lease = {
-          checks,
-          grant: decision,
-          tokensPerRequest,
-          remaining: requests,
-          cancelExpiry: undefined,
-        };
-        state.lease = lease;
+        let lease = state.lease;
+        if (lease === undefined) {
+          lease = {
+            checks,
+            grant: decision,
+            tokensPerRequest,
+            remaining: 0,
+            granted: 0,
+            cancelExpiry: undefined,
+          };
+          state.lease = lease;
+        }
+        // a top-up joins the lease in use: its unused tokens go back LEASE_MS after the last top-up
+        lease.grant = decision;
+        lease.remaining += requests;
+        lease.granted = lease.remaining;
+        lease.cancelExpiry?.();
         if (this.#closed) {
           this.#end(state);
           exactly();
           return;
         }
+        const current = lease;
         lease.cancelExpiry = this.#schedule(() => {
-          lease.cancelExpiry = undefined;
-          if (state.lease === lease) this.#end(state);
+          current.cancelExpiry = undefined;
+          if (state.lease === current) this.#end(state);
         }, this.#leaseMs);
         const waiters = state.waiters;
         state.waiters = [];
