@@ -182,11 +182,16 @@ interface RoundResult {
   status2xx: number;
   errors: number;
   evalsha: number;
+  /** CPU µs per response on CPU 1: the proxy, and proxy + upstream + Redis */
   proxyCpuUs: number;
+  serverCpuUs: number;
 }
 
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
 async function cannon(url: string, seconds: number, proxyPid: number | undefined): Promise<RoundResult> {
-  const cpuBefore = cpuMs(proxyPid);
+  const pids = [proxyPid, upstream.child.pid, redis.child.pid];
+  const cpuBefore = pids.map(cpuMs);
   const before = await evalshaCalls();
   const r = await autocannon({ url, connections: CONNECTIONS, pipelining: 1, duration: seconds });
   const evalsha = (await evalshaCalls()) - before;
@@ -196,27 +201,36 @@ async function cannon(url: string, seconds: number, proxyPid: number | undefined
     status2xx: r['2xx'],
     errors: r.errors + r.timeouts,
     evalsha,
-    proxyCpuUs: ((cpuMs(proxyPid) - cpuBefore) * 1000) / r.requests.total,
+    proxyCpuUs: ((cpuMs(proxyPid) - cpuBefore[0]!) * 1000) / r.requests.total,
+    serverCpuUs: (sum(pids.map((pid, i) => cpuMs(pid) - cpuBefore[i]!)) * 1000) / r.requests.total,
   };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const fmt = (n: number, d = 0) => n.toFixed(d);
 
 // Part 1: G-allow beside the bare proxy
 const bareUrl = `http://127.0.0.1:${barePort}/ok/item`;
 const leaseUrl = `http://127.0.0.1:${gatewayPorts[0]}/allow-lease/item`;
 const exactUrl = `http://127.0.0.1:${gatewayPorts[0]}/allow-exact/item`;
+// no rule matches: the gateway's own cost without any limiter, the most lease mode can approach
+const freeUrl = `http://127.0.0.1:${gatewayPorts[0]}/free/item`;
 const gatewayPid = gateways[0]!.child.pid;
 await cannon(bareUrl, 2, bare.child.pid);
 await cannon(leaseUrl, 2, gatewayPid);
 await cannon(exactUrl, 2, gatewayPid);
-const scenarios = { bare: [] as RoundResult[], lease: [] as RoundResult[], exact: [] as RoundResult[] };
+await cannon(freeUrl, 2, gatewayPid);
+const scenarios = {
+  bare: [] as RoundResult[],
+  free: [] as RoundResult[],
+  lease: [] as RoundResult[],
+  exact: [] as RoundResult[],
+};
 for (let i = 0; i < ROUNDS; i++) {
   scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
   scenarios.lease.push(await cannon(leaseUrl, SECONDS, gatewayPid));
   scenarios.exact.push(await cannon(exactUrl, SECONDS, gatewayPid));
+  scenarios.free.push(await cannon(freeUrl, SECONDS, gatewayPid));
 }
 
 // Part 2: accuracy under paced load on one key
@@ -278,18 +292,22 @@ for (const count of GATEWAY_COUNTS) {
   accuracy.push({ count, exact, lease });
 }
 
+const cpuCell = (runs: RoundResult[]) => {
+  const server = median(runs.map((r) => r.serverCpuUs));
+  const proxy = median(runs.map((r) => r.proxyCpuUs));
+  return `${fmt(server)} (proxy ${fmt(proxy)})`;
+};
 const bareRps = median(scenarios.bare.map((r) => r.rps));
 console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s, ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; LEASE_MS ${LEASE_MS}; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | req/s (median) | vs bare | target | Redis calls per admitted request | target | gateway CPU µs/req | non-2xx or failed |',
+  '| scenario | req/s (median) | vs bare | target | Redis calls per admitted request | target | CPU µs per request on CPU 1 (proxy + upstream + Redis) | non-2xx or failed |',
 );
 console.log('| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |');
-console.log(
-  `| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | | | ${fmt(median(scenarios.bare.map((r) => r.proxyCpuUs)))} | |`,
-);
+console.log(`| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | | | ${cpuCell(scenarios.bare)} | |`);
 for (const [label, key, target, callsTarget] of [
+  ['gateway, no rule matches (no limiter at all)', 'free', '', ''],
   ['gateway, lease mode, one global key', 'lease', '≥ 0.97', '≤ 0.05'],
   ['gateway, exact mode, same rule', 'exact', '', ''],
 ] as const) {
@@ -298,11 +316,11 @@ for (const [label, key, target, callsTarget] of [
   const calls = sum(runs.map((r) => r.evalsha)) / sum(runs.map((r) => r.status2xx));
   const other = sum(runs.map((r) => r.responses - r.status2xx + r.errors));
   console.log(
-    `| ${label} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${target} | ${fmt(calls, 4)} | ${callsTarget} | ${fmt(median(runs.map((r) => r.proxyCpuUs)))} | ${other} |`,
+    `| ${label} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${target} | ${fmt(calls, 4)} | ${callsTarget} | ${cpuCell(runs)} | ${other} |`,
   );
 }
 console.log(
-  `\nper-round req/s: ${(['bare', 'lease', 'exact'] as const)
+  `\nper-round req/s: ${(['bare', 'free', 'lease', 'exact'] as const)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
     .join('; ')}`,
 );
