@@ -19,7 +19,9 @@
  *
  * When a lease cannot be had (the bucket is short), `take` answers `undefined` and the caller decides
  * the request exactly (its own cost, the bucket's real `maxDebt`), so a client sees exact mode's 429 and
- * Retry-After; for the next `leaseMs` this key is decided exactly, without new lease attempts.
+ * Retry-After; this key is then decided exactly, without new lease attempts, for `leaseMs`, doubled
+ * with every further denial in a row up to 16 × `leaseMs` (a key held at its limit gains nothing from
+ * leases, and each attempt would be one more call).
  */
 import type { Decision, LimitCheck, LimitOutcome, LimitSpec, Settlement } from '@sluice/shared';
 
@@ -98,6 +100,8 @@ interface KeyState {
   waiters: ((decision: Decision | undefined) => void)[];
   /** monotonic ms until which this key is decided exactly (a lease was denied) */
   exactUntilMs: number;
+  /** leases denied in a row: each doubles the time decided exactly (a key held at its limit) */
+  denials: number;
   /** requests per ms on this key, EWMA; undefined until a first sample */
   rate: number | undefined;
   /** requests served from leases since `sampledAtMs` */
@@ -172,6 +176,7 @@ export class LeaseManager {
         maxRequests,
         waiters: [],
         exactUntilMs: 0,
+        denials: 0,
         rate: undefined,
         served: 0,
         sampledAtMs: nowMs,
@@ -277,11 +282,14 @@ export class LeaseManager {
         }
         if (!decision.allowed) {
           this.stats.leaseDenials++;
-          state.exactUntilMs = this.#now() + this.#leaseMs;
+          // a key at its limit gains nothing from leases: try again after 1, 2, 4, … 16 LEASE_MS
+          state.exactUntilMs = this.#now() + this.#leaseMs * 2 ** Math.min(state.denials, 4);
+          state.denials++;
           exactly();
           return;
         }
         this.stats.leases++;
+        state.denials = 0;
         this.stats.leasedTokens += requests * tokensPerRequest;
         this.#outstandingTokens += requests * tokensPerRequest;
         let lease = state.lease;
