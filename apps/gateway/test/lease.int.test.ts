@@ -95,6 +95,14 @@ describe('lease mode on the real Redis, two gateways, one key', () => {
     expect(admitted).toBeLessThanOrEqual(bound);
     // under-admission is bounded by the tokens parked in leases (at most a quarter of capacity each)
     expect(admitted).toBeGreaterThanOrEqual(bound - 2 * 10 - 2);
+
+    // the bucket is short now: a denial is an exact decision, with exact mode's 429 and headers
+    const denial = await http(one.port, '/hot/x', { agent });
+    expect(denial.status).toBe(429);
+    expect(Number(denial.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(denial.json()).toMatchObject({ rule: 'hot' });
+    expect(denial.headers['ratelimit-policy']).toBe('"hot";q=40;w=2');
+    expect(denial.headers.ratelimit).toMatch(/^"hot";r=0;t=\d+$/);
   }, 30_000);
 
   it('under the limit: everything admitted with far fewer Redis calls than requests', async () => {
@@ -102,6 +110,10 @@ describe('lease mode on the real Redis, two gateways, one key', () => {
     const { statuses } = await pacedLoad('/roomy/x', [one, two], 1_500, 2);
     const calls = (await storeCalls(one)) + (await storeCalls(two)) - before;
     expect(statuses.every((status) => status === 200)).toBe(true);
+    // an answer from a lease carries the same headers
+    const answer = await http(two.port, '/roomy/x', { agent });
+    expect(answer.headers['ratelimit-policy']).toBe('"roomy";q=100000;w=1');
+    expect(answer.headers.ratelimit).toMatch(/^"roomy";r=\d+;t=\d+$/);
     expect(calls / statuses.length).toBeLessThan(0.25);
     const text = await (await fetch(`${one.adminUrl}/metrics`)).text();
     expect(metricValue(text, 'sluice_lease_tokens_outstanding')).toBeGreaterThanOrEqual(0);
