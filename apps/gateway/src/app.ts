@@ -22,6 +22,7 @@ import { fastifyTrustProxy, type GatewayConfig } from './config.js';
 import { DenialCache } from './denial-cache.js';
 import { clientErrorResponse, errorBody } from './errors.js';
 import { LimiterEvents } from './events.js';
+import { LeaseManager } from './lease/lease-manager.js';
 import { GatewayMetrics } from './metrics.js';
 import { registerOffendersRoute } from './offenders/admin-route.js';
 import { OffenderFlusher } from './offenders/flusher.js';
@@ -137,6 +138,8 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   const denials = new DenialCache(config.denialCacheSize);
   metrics.denialCacheSize = () => denials.size;
   const events = new LimiterEvents();
+  const leases = new LeaseManager({ store, leaseMs: config.leaseMs, now: deps.now });
+  metrics.leaseTokensOutstanding = () => leases.outstandingTokens;
   events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
   const offenderLog = new OffenderLog();
   events.onDenied((event) => offenderLog.record(event));
@@ -155,6 +158,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     denials,
     metrics,
     events,
+    leases,
     slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
     trustProxy: config.trustProxy !== false,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -261,6 +265,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         await proxyRoutes.catch(() => {});
         await proxy.close();
         await rules.stop();
+        await limiter.close(); // unused lease tokens back to the store while it is still open
         await offenderFlusher?.stop();
         await store.close();
         await admin.close();

@@ -83,6 +83,8 @@ export interface GatewayConfig {
   shutdownTimeoutMs: number;
   /** most (rule, client) denials remembered locally */
   denialCacheSize: number;
+  /** lease mode: how long a lease lasts at most, and how much traffic it is sized for, ms */
+  leaseMs: number;
   /** most buckets in the in-process store (no Redis, or the `local` fallback) */
   localStoreMaxKeys: number;
 }
@@ -259,6 +261,13 @@ export const GATEWAY_ENV = {
     min: 0,
     max: 10_000_000,
   }),
+  LEASE_MS: envInteger({
+    description:
+      "lease mode: a lease holds about this many ms of a key's traffic and its unused tokens go back at most this long after it was taken",
+    default: 100,
+    min: 1,
+    max: 60_000,
+  }),
   LOCAL_STORE_MAX_KEYS: envInteger({
     description:
       'most buckets in the in-process store (no Redis, or the local fallback); least recently used go first',
@@ -341,6 +350,7 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     keepAliveTimeoutMs: v.KEEP_ALIVE_TIMEOUT_MS,
     shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT_MS,
     denialCacheSize: v.DENIAL_CACHE_SIZE,
+    leaseMs: v.LEASE_MS,
     localStoreMaxKeys: v.LOCAL_STORE_MAX_KEYS,
   };
 }

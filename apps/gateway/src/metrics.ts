@@ -39,6 +39,8 @@ export class GatewayMetrics {
   rulesConfirmedAtMs: number | undefined;
   /** how many denials the denial cache holds; set by the gateway */
   denialCacheSize: () => number = () => 0;
+  /** tokens this gateway holds in leases (lease mode); set by the gateway */
+  leaseTokensOutstanding: () => number = () => 0;
 
   readonly #requestCells = new Map<string, RequestCounterCell>();
 
@@ -115,6 +117,22 @@ export class GatewayMetrics {
     collect: () => {
       this.denialCacheEntries.set(this.denialCacheSize());
     },
+  });
+
+  readonly leaseTokens = new Gauge({
+    name: 'sluice_lease_tokens_outstanding',
+    help: 'Tokens this gateway holds in leases (lease mode), summed over limits: the most it may under-admit',
+    registers: [this.registry],
+    collect: () => {
+      this.leaseTokens.set(this.leaseTokensOutstanding());
+    },
+  });
+
+  readonly storeCalls = new Counter({
+    name: 'sluice_store_calls_total',
+    help: 'Calls to the primary store (one script call each), by operation (acquire, settle)',
+    labelNames: ['op'] as const,
+    registers: [this.registry],
   });
 
   readonly rulesVersion = new Gauge({

@@ -31,6 +31,7 @@ import { type DenialCache, denialKey } from './denial-cache.js';
 import { errorBody, GatewayError } from './errors.js';
 import type { LimiterEvents } from './events.js';
 import { Exchange, type SettleSink } from './exchange.js';
+import { type LeaseManager, leaseRequestsOf } from './lease/lease-manager.js';
 import type { GatewayMetrics, RequestCounterCell } from './metrics.js';
 import { closeIfBodyPending, hostOf, markLimited, targetOf } from './proxy.js';
 import type { RuleSetSnapshot } from './rules-cache.js';
@@ -73,6 +74,8 @@ interface RuleRuntime {
   readonly hasSlots: boolean;
   /** an admitted request needs an exchange (slots, charge or refund) */
   readonly settles: boolean;
+  /** `mode: "lease"`: most requests one lease holds; 0 = decided exactly (see lease/lease-manager.ts) */
+  readonly leaseRequests: number;
   readonly allowed: RequestCounterCell;
   readonly denied: RequestCounterCell;
   readonly shadowDenied: RequestCounterCell;
@@ -94,6 +97,8 @@ export interface RateLimiterOptions {
   /** how long a concurrency slot this gateway takes is held at most: UPSTREAM_TIMEOUT_MS + 5 s */
   slotLeaseMs: number;
   events: LimiterEvents;
+  /** lease mode's local admissions; without it every rule decides exactly */
+  leases?: LeaseManager;
 }
 
 export class RateLimiter {
@@ -108,6 +113,7 @@ export class RateLimiter {
   readonly #cachedDenials: Counter;
   readonly #slotLeaseMs: number;
   readonly #settle: SettleSink;
+  readonly #leases: LeaseManager | undefined;
   /** slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request */
   readonly #leasePrefix = `${randomUUID()}:`;
   #leaseCounter = 0;
@@ -127,6 +133,7 @@ export class RateLimiter {
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
     this.#cachedDenials = options.metrics.cachedDenials;
     this.#slotLeaseMs = options.slotLeaseMs;
+    this.#leases = options.leases;
     const store = options.store;
     const events = options.events;
     this.#settle = (rule, kind, decision, settlements) => {
@@ -145,6 +152,12 @@ export class RateLimiter {
     this.#rules = snapshot.compiled;
     this.#generation++;
     this.#denials.clear();
+    this.#leases?.endAll();
+  }
+
+  /** Gives back every lease's unused tokens (after the last request, before the store closes). */
+  close(): Promise<void> {
+    return this.#leases?.close() ?? Promise.resolve();
   }
 
   /** Fastify onRequest hook. */
@@ -223,6 +236,38 @@ export class RateLimiter {
       this.#apply(rule, cached, checks, clientKeys, reply, done);
       return;
     }
+    if (rule.leaseRequests > 0 && this.#leases !== undefined && this.#store.breakerState === 'closed') {
+      const leased = this.#leases.take(cacheKey, checks, rule.leaseRequests);
+      if (leased instanceof Promise) {
+        leased
+          .then((decision) => {
+            if (decision !== undefined) this.#apply(rule, decision, checks, clientKeys, reply, done);
+            else this.#decideExactly(rule, checks, clientKeys, cacheKey, sentAtMs, request, reply, done);
+          })
+          .catch((error: unknown) => {
+            request.log.error({ err: error }, 'rate limit hook failed after its lease decision');
+          });
+        return;
+      }
+      if (leased !== undefined) {
+        this.#apply(rule, leased, checks, clientKeys, reply, done);
+        return;
+      }
+    }
+    this.#decideExactly(rule, checks, clientKeys, cacheKey, sentAtMs, request, reply, done);
+  };
+
+  /** One store call for all of the request's checks; a store denial is remembered. */
+  #decideExactly(
+    rule: RuleRuntime,
+    checks: readonly LimitCheck[],
+    clientKeys: readonly string[],
+    cacheKey: string,
+    sentAtMs: number,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: HookHandlerDoneFunction,
+  ): void {
     const generation = this.#generation;
     this.#store
       .acquire(checks)
@@ -243,7 +288,7 @@ export class RateLimiter {
       .catch((error: unknown) => {
         request.log.error({ err: error }, 'rate limit hook failed after its decision');
       });
-  };
+  }
 
   #clientKey(limit: LimitRuntime, request: FastifyRequest): string {
     if (limit.clientBy === 'global') return GLOBAL_CLIENT_KEY;
@@ -326,6 +371,7 @@ export class RateLimiter {
     const metrics = this.#metrics;
     const message = `rate limit of rule "${name}" exceeded`;
     const hasSlots = compiled.limits.some((limit) => limit.spec.algorithm === 'concurrency');
+    const leaseRequests = compiled.mode === 'lease' ? leaseRequestsOf(compiled.limits) : 0;
     const bodyStart = `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},`;
     return {
       id: compiled.id,
@@ -355,6 +401,7 @@ export class RateLimiter {
       refundStatuses: compiled.refundStatuses,
       hasSlots,
       settles: hasSlots || compiled.charge !== undefined || compiled.refundStatuses !== undefined,
+      leaseRequests,
       unavailableBody: JSON.stringify(
         errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
       ),

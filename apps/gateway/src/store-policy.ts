@@ -86,6 +86,8 @@ export class GuardedStore {
   readonly #fallbackCounter;
   readonly #errorsTimeout;
   readonly #errorsOther;
+  readonly #acquireCalls;
+  readonly #settleCalls;
 
   /** by failure domain ('' for a store of one domain) */
   readonly #breakers = new Map<string, Breaker>();
@@ -105,6 +107,8 @@ export class GuardedStore {
     this.#fallbackCounter = options.metrics.storeFallbacks.labels(options.policy);
     this.#errorsTimeout = options.metrics.storeErrors.labels('timeout');
     this.#errorsOther = options.metrics.storeErrors.labels('error');
+    this.#acquireCalls = options.metrics.storeCalls.labels('acquire');
+    this.#settleCalls = options.metrics.storeCalls.labels('settle');
     if (this.#policy === 'local' && this.#local === undefined) {
       throw new Error('STORE_FAILURE=local needs an in-process store');
     }
@@ -130,6 +134,7 @@ export class GuardedStore {
       this.#setState(breaker, 'half-open');
     }
     const startedAt = this.#now();
+    this.#acquireCalls.inc();
     return this.#primary.acquire(checks).then(
       (decision) => {
         this.#latencyPrimary.observe((this.#now() - startedAt) / 1000);
@@ -170,8 +175,9 @@ export class GuardedStore {
    */
   settle(decision: Decision, settlements: readonly Settlement[]): Promise<SettledLimit[]> {
     if (decision === OPEN_DECISION || decision === UNAVAILABLE_DECISION) return Promise.resolve([]);
-    const store = this.#fallbackDecisions.has(decision) ? this.#local! : this.#primary;
-    return store.settle(settlements);
+    if (this.#fallbackDecisions.has(decision)) return this.#local!.settle(settlements);
+    this.#settleCalls.inc();
+    return this.#primary.settle(settlements);
   }
 
   async close(): Promise<void> {

@@ -95,6 +95,8 @@ export interface CompiledRule {
   readonly charge: CompiledCharge | undefined;
   /** `refund.statuses` as status codes: an answer with one gives the whole cost back */
   readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** `mode`: "lease" lets a gateway take token-bucket tokens in advance (default "exact") */
+  readonly mode: 'exact' | 'lease';
   readonly specificity: PathSpecificity;
   /** how many conditions the rule sets (precedence step 4) */
   readonly conditions: number;
@@ -491,6 +493,7 @@ function compileRule(rule: Rule): CompiledEntry {
     policyHeader: limits.map((l) => l.policyItem).join(', '),
     charge: compileCharge(rule, limits),
     refundStatuses: compileRefund(rule),
+    mode: 'mode' in rule && rule.mode === 'lease' ? 'lease' : 'exact',
     specificity: Object.freeze(specificity),
     conditions,
   });

@@ -235,7 +235,8 @@ export const RefundSchema = Type.Object(
 export type Refund = Static<typeof RefundSchema>;
 
 export const ModeSchema = Type.Enum(['exact', 'lease'], {
-  description: '"exact" (default) or "lease" (not enforced yet)',
+  description:
+    '"exact" (default) or "lease": gateways take token-bucket tokens in advance, never admitting more than exact',
 });
 
 const Description = Type.String({ maxLength: 1000 });
@@ -479,8 +480,6 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 type Errors = RuleFieldError[];
 const fail = (errors: Errors, field: string, message: string) => errors.push({ field, message });
-const NOT_ENFORCED =
-  'is not enforced by this version of Sluice yet; remove it (a rule is never half-applied)';
 
 function checkPath(path: string, errors: Errors): void {
   const before = errors.length;
@@ -683,14 +682,13 @@ function checkLifecycle(input: RuleInput, errors: Errors): void {
       );
     }
   }
-  if (input.mode === 'lease') fail(errors, 'mode', `"lease" ${NOT_ENFORCED}`);
 }
 
 /**
  * Checks what JSON Schema cannot say: which fields go together (`limit` or `limits` or `unlimited`,
  * each limit's fields by algorithm), `**` only as the final segment, no empty or dot segments, no
  * bidirectional controls, header names that are not object-prototype names, IPs and CIDRs, durations,
- * limits some request could pass, and the features not enforced yet (lease mode). Run after schema validation; the
+ * limits some request could pass. Run after schema validation; the
  * gateway runs it on every enabled rule of a snapshot too.
  */
 export function checkRule(input: RuleInput): RuleFieldError[] {
