@@ -31,3 +31,14 @@ it('has a health route', async () => {
   const res = await fetch(`${base}/healthz`);
   expect(await res.json()).toEqual({ status: 'ok' });
 });
+
+it('answers ?status= after ?ms=, and prices ?cost= in x-sluice-cost (for the lifecycle walk-through)', async () => {
+  const startedAt = performance.now();
+  const res = await fetch(`${base}/reports/q1?status=503&ms=120&cost=3`);
+  expect(performance.now() - startedAt).toBeGreaterThanOrEqual(100);
+  expect(res.status).toBe(503);
+  expect(res.headers.get('x-sluice-cost')).toBe('3');
+  const plain = await fetch(`${base}/reports/q1?status=abc`);
+  expect(plain.status).toBe(200);
+  expect(plain.headers.get('x-sluice-cost')).toBeNull();
+});

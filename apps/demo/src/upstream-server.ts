@@ -2,6 +2,11 @@
  * The demo upstream: answers every request with JSON describing what it received, so a user can see
  * what the gateway forwarded (normalised path, forwarding headers). It reads and counts request bodies
  * but keeps none of them.
+ *
+ * Three query parameters let a user try a request's whole life (docs/lifecycle.md) without writing an
+ * upstream: `?ms=` answers after that many ms (at most 60 s), `?status=` answers with that status
+ * (200–599), `?cost=` prices the request in the `x-sluice-cost` response
+ * header (what a rule's `charge: { from: header, header: x-sluice-cost }` reads).
  */
 import { createServer, type Server } from 'node:http';
 
@@ -26,6 +31,13 @@ export function createUpstreamServer(name = 'demo-upstream'): Server {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
         return;
       }
+      const query = new URL(req.url ?? '/', 'http://upstream').searchParams;
+      const delayMs = Math.min(Math.max(Number(query.get('ms')) || 0, 0), 60_000);
+      const asked = Number(query.get('status'));
+      const status = Number.isInteger(asked) && asked >= 200 && asked <= 599 ? asked : 200;
+      const cost = query.get('cost');
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (cost !== null) headers['x-sluice-cost'] = cost;
       const reply: UpstreamReply = {
         upstream: name,
         method: req.method ?? 'GET',
@@ -34,7 +46,9 @@ export function createUpstreamServer(name = 'demo-upstream'): Server {
         bodyBytes,
         receivedAt: new Date().toISOString(),
       };
-      res.writeHead(200, { 'content-type': 'application/json' }).end(`${JSON.stringify(reply, null, 2)}\n`);
+      const answer = () => res.writeHead(status, headers).end(`${JSON.stringify(reply, null, 2)}\n`);
+      if (delayMs > 0) setTimeout(answer, delayMs);
+      else answer();
     });
   });
 }
