@@ -55,6 +55,7 @@ const OWNED_VARIABLES = [
   'RULES_REFRESH',
   'REDIS_URL',
   'REDIS_CLUSTER_NODES',
+  'ANALYTICS_GATEWAYS',
   'LOG_LEVEL',
 ];
 
@@ -105,6 +106,8 @@ export function serviceSpec(name: ServiceName, settings: DemoSettings): ServiceS
         ADMIN_TOKEN: settings.adminToken,
         READ_TOKEN: settings.readToken,
         LOG_LEVEL: settings.logLevel,
+        // no Redis in the demo: the rules API asks the gateway's admin port for top offenders
+        ANALYTICS_GATEWAYS: serviceUrl(settings, ports.admin),
       });
       break;
     case 'upstream':

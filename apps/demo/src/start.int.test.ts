@@ -158,6 +158,16 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
   const auth = { authorization: `Bearer ${firstToken}` };
   const rules = ((await (await fetch(`${rulesApi}/rules`, { headers: auth })).json()) as { items: Rule[] })
     .items;
+  // who is blocked, with no Redis: the rules API asks the demo gateway's admin port (ANALYTICS_GATEWAYS)
+  const demoOrders = rules.find((r) => r.name === 'demo-orders');
+  const offenders = await fetch(`${rulesApi}/rules/${demoOrders?.id}/offenders?minutes=5`, { headers: auth });
+  expect(offenders.status).toBe(200);
+  expect(((await offenders.json()) as { items: unknown[] }).items).toContainEqual({
+    client: 'header:alice',
+    limit: 'burst',
+    denied: expect.any(Number),
+    shadow: false,
+  });
   const shadow = rules.find((r) => r.name === 'demo-shadow');
   if (shadow === undefined || !('limit' in shadow))
     throw new Error('demo-shadow is not a single-bucket rule');

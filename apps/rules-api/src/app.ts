@@ -197,6 +197,7 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     auth,
     redis: analytics,
     keyPrefix: config.redisKeyPrefix,
+    gateways: config.analyticsGateways,
   });
 
   return app;

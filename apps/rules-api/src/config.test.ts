@@ -31,6 +31,7 @@ describe('loadConfig', () => {
       redisUrl: undefined,
       redisClusterNodes: undefined,
       redisKeyPrefix: 'sluice:',
+      analyticsGateways: undefined,
     });
   });
 
@@ -44,6 +45,17 @@ describe('loadConfig', () => {
     ).toThrow(/REDIS_CLUSTER_NODES: cannot be set together with REDIS_URL/);
     expect(() => loadConfig({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'r1' })).toThrow(/host:port/);
     expect(() => loadConfig({ ADMIN_TOKEN: 'a', REDIS_KEY_PREFIX: 'a{b}' })).toThrow(/REDIS_KEY_PREFIX/);
+  });
+
+  it('reads ANALYTICS_GATEWAYS as gateway admin base URLs, without trailing slashes', () => {
+    expect(
+      loadConfig({ ADMIN_TOKEN: 'a', ANALYTICS_GATEWAYS: 'http://gw-a:9090/, https://gw-b:9443/admin' })
+        .analyticsGateways,
+    ).toEqual(['http://gw-a:9090', 'https://gw-b:9443/admin']);
+    expect(problems({ ADMIN_TOKEN: 'a', ANALYTICS_GATEWAYS: 'http://gw-a:9090,gw-b:9090' })).toEqual([
+      expect.stringMatching(/^ANALYTICS_GATEWAYS: .*http:\/\/ or https:\/\/.*"gw-b:9090"/),
+    ]);
+    expect(problems({ ADMIN_TOKEN: 'a', ANALYTICS_GATEWAYS: 'redis://r:6379' })).toHaveLength(1);
   });
 
   it('reads every variable', () => {

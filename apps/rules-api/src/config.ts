@@ -45,6 +45,8 @@ export interface Config {
   redisClusterNodes: string[] | undefined;
   /** the gateways' REDIS_KEY_PREFIX */
   redisKeyPrefix: string;
+  /** gateway admin base URLs asked for top offenders when no Redis is configured (the embedded demo) */
+  analyticsGateways: string[] | undefined;
 }
 
 /** A bearer token travels in one header value: printable ASCII without spaces (RFC 6750 b64token-ish). */
@@ -137,7 +139,33 @@ export const RULES_API_ENV = {
     default: 'sluice:',
     accepts: '1–64 of A-Z a-z 0-9 : . _ - /',
   }),
+  ANALYTICS_GATEWAYS: envCustom({
+    description:
+      "without REDIS_URL / REDIS_CLUSTER_NODES: the gateways' admin base URLs; GET /rules/{id}/offenders asks each one's GET /offenders and sums their answers",
+    accepts: 'comma-separated http:// or https:// URLs',
+    parse: parseGatewayUrls,
+  }),
 };
+
+/** `http://a:9090, http://b:9090/` → `['http://a:9090', 'http://b:9090']` (no trailing slash). */
+function parseGatewayUrls(raw: string): { value: string[] } | { problem: string } {
+  const urls: string[] = [];
+  for (const item of raw.split(',').map((part) => part.trim())) {
+    let url: URL | undefined;
+    try {
+      url = new URL(item);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '') {
+      return {
+        problem: `must be comma-separated http:// or https:// base URLs, e.g. http://gateway-a:9090,http://gateway-b:9090 (got ${JSON.stringify(item)})`,
+      };
+    }
+    urls.push(url.href.replace(/\/+$/, ''));
+  }
+  return { value: urls };
+}
 
 /** Reads `env` (usually `process.env`); empty strings count as unset, as docker-compose writes them. */
 export function loadConfig(env: EnvSource): Config {
@@ -177,5 +205,6 @@ export function loadConfig(env: EnvSource): Config {
     redisUrl: v.REDIS_URL,
     redisClusterNodes: v.REDIS_CLUSTER_NODES,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,
+    analyticsGateways: v.ANALYTICS_GATEWAYS,
   };
 }

@@ -14,6 +14,7 @@ import { type AuthOptions, requireToken } from '../auth.js';
 import { RULES_API_ERRORS, RuleNotFoundError } from '../errors.js';
 import type { RulesRepository } from '../rules/repository.js';
 import type { ErrorBody } from '../rules/schemas.js';
+import { readGatewayOffenders } from './gateways.js';
 
 export const AnalyticsUnavailableError = createError<'SLUICE_ANALYTICS_UNAVAILABLE', 503, [string]>(
   'SLUICE_ANALYTICS_UNAVAILABLE',
@@ -28,6 +29,10 @@ export interface OffendersRoutesOptions {
   redis: AnalyticsRedis | undefined;
   /** the gateways' REDIS_KEY_PREFIX */
   keyPrefix: string;
+  /** gateway admin base URLs asked directly when `redis` is undefined (ANALYTICS_GATEWAYS) */
+  gateways?: readonly string[] | undefined;
+  /** each gateway's bound, ms (default 2 s) */
+  gatewayTimeoutMs?: number;
   /** wall clock, ms since the epoch */
   nowMs?: () => number;
 }
@@ -53,7 +58,7 @@ const OffendersSchema = Type.Object({
 export const offendersSchema = {
   summary: 'Who the gateways denied under a rule, lately',
   description:
-    'The client keys the gateways denied (or would have denied, for a shadow rule) under this rule, counted per limit over the last `minutes` minutes across every gateway sharing the Redis named by REDIS_URL / REDIS_CLUSTER_NODES; gateways send their counts every 5 s. The read token may call it.',
+    'The client keys the gateways denied (or would have denied, for a shadow rule) under this rule, counted per limit over the last `minutes` minutes across every gateway sharing the Redis named by REDIS_URL / REDIS_CLUSTER_NODES; gateways send their counts every 5 s. Without a Redis, summed over the gateways listed in ANALYTICS_GATEWAYS (those that answer within 2 s). The read token may call it.',
   tags: ['rules'],
   params: Type.Object({ id: Type.String({ description: 'the rule id (a UUID); anything else is a 404' }) }),
   querystring: Type.Object({
@@ -69,7 +74,9 @@ export const offendersSchema = {
     400: errorRef('Bad Request: minutes is not a whole number 1–60'),
     401: errorRef('Unauthorized: missing or wrong bearer token'),
     404: errorRef('Not Found: no rule with this id'),
-    503: errorRef('Service Unavailable: no Redis configured for analytics, or it does not answer'),
+    503: errorRef(
+      'Service Unavailable: no Redis nor ANALYTICS_GATEWAYS configured for analytics, or none of them answers',
+    ),
   },
 };
 
@@ -82,11 +89,29 @@ export const offendersRoutes: FastifyPluginAsync<OffendersRoutesOptions> = async
     const { id: rawId } = request.params;
     if (!UUID.test(rawId)) throw new RuleNotFoundError(rawId.length > 64 ? `${rawId.slice(0, 64)}…` : rawId);
     const id = rawId.toLowerCase();
-    if ((await options.repository.get(id)) === undefined) throw new RuleNotFoundError(id);
+    const rule = await options.repository.get(id);
+    if (rule === undefined) throw new RuleNotFoundError(id);
     const { minutes } = request.query;
+    if (options.redis === undefined && options.gateways !== undefined && options.gateways.length > 0) {
+      const { items, skipped } = await readGatewayOffenders({
+        gateways: options.gateways,
+        ruleName: rule.name,
+        minutes,
+        ...(options.gatewayTimeoutMs === undefined ? {} : { timeoutMs: options.gatewayTimeoutMs }),
+      });
+      const unanswered = skipped.map(({ url, reason }) => `${url} (${reason})`).join(', ');
+      if (skipped.length === options.gateways.length) {
+        request.log.warn({ skipped }, 'offenders: no gateway in ANALYTICS_GATEWAYS answered');
+        throw new AnalyticsUnavailableError(`no gateway in ANALYTICS_GATEWAYS answered: ${unanswered}`);
+      }
+      if (skipped.length > 0) {
+        request.log.warn({ skipped }, `offenders: skipped gateways that did not answer: ${unanswered}`);
+      }
+      return { rule: id, minutes, items };
+    }
     if (options.redis === undefined) {
       throw new AnalyticsUnavailableError(
-        'the rules API has no REDIS_URL or REDIS_CLUSTER_NODES (set the one the gateways use); a gateway shows its own at GET /offenders on its admin port',
+        'the rules API has no REDIS_URL or REDIS_CLUSTER_NODES (set the one the gateways use) nor ANALYTICS_GATEWAYS; a gateway shows its own at GET /offenders on its admin port',
       );
     }
     try {
