@@ -11,56 +11,22 @@
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { startRedisCluster } from '@sluice/test-support';
 import autocannon from 'autocannon';
-import Redis from 'ioredis';
+import { closedLoopSettings } from './_lib/closed-loop.js';
 import { cpuMs } from './_lib/cpu-time.js';
-import { freePort, httpOk, startPinned } from './_lib/processes.js';
+import { createRules, nodeCommands, pinSelf, SERVER_CPU, Stack } from './_lib/stack.js';
 
-const SERVER_CPU = '1';
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS } = closedLoopSettings();
 const CLIENTS = 30;
 
-if (!process.env.SLUICE_BENCH_PINNED) {
-  const r = spawnSync(
-    'taskset',
-    ['-c', '0', process.execPath, ...process.execArgv, ...process.argv.slice(1)],
-    {
-      stdio: 'inherit',
-      env: { ...process.env, SLUICE_BENCH_PINNED: '1' },
-    },
-  );
-  process.exit(r.status ?? 1);
-}
+// no extra node flags, here or for the servers, and no profiles
+pinSelf([]);
 
 const loadAtStart = loadavg()[0]!;
-const tsx = [process.execPath, '--conditions=sluice-source', '--import', 'tsx'];
-const quiet = { LOG_LEVEL: 'warn', NODE_ENV: 'production' };
-const dataDir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
-const adminToken = 'bench-admin-token';
-
-const redisPort = await freePort();
-const redis = await startPinned(
-  'redis',
-  SERVER_CPU,
-  ['redis-server', '--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-  {},
-  async () => {
-    const c = new Redis({ port: redisPort, lazyConnect: true, maxRetriesPerRequest: 0 });
-    c.on('error', () => {});
-    try {
-      await c.connect();
-      return (await c.ping()) === 'PONG';
-    } finally {
-      c.disconnect();
-    }
-  },
-);
+const stack = new Stack(nodeCommands([], undefined));
+const redis = await stack.startRedis();
 
 const cluster = await startRedisCluster();
 // pin every cluster node to the servers' CPU, like the single Redis
@@ -82,64 +48,23 @@ for (const node of cluster.nodes) {
   spawnSync('taskset', ['-p', '-c', SERVER_CPU, String(pid)], { stdio: 'ignore' });
 }
 
-const upstreamPort = await freePort();
-const upstream = await startPinned(
-  'upstream',
-  SERVER_CPU,
-  [...tsx, 'bench/_lib/upstream.ts'],
-  { PORT: String(upstreamPort) },
-  () => httpOk(`http://127.0.0.1:${upstreamPort}/`),
-);
-const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
-
-const rulesPort = await freePort();
-await startPinned(
-  'rules API',
-  SERVER_CPU,
-  [...tsx, 'apps/rules-api/src/server.ts'],
-  { ...quiet, PORT: String(rulesPort), HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN: adminToken },
-  () => httpOk(`http://127.0.0.1:${rulesPort}/readyz`),
-);
-const rulesUrl = `http://127.0.0.1:${rulesPort}`;
-const res = await fetch(`${rulesUrl}/rules`, {
-  method: 'POST',
-  headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-  body: JSON.stringify({
+const upstream = await stack.startUpstream();
+const rulesApi = await stack.startRulesApi();
+await createRules(rulesApi.url, [
+  {
     name: 'bench-allow',
     match: { path: '/allow/**' },
     client: { by: 'header', name: 'x-client' },
     limit: { capacity: 1e9, refill: 1e9, period: '1s' },
-  }),
-});
-if (res.status !== 201) throw new Error(`creating the rule: ${res.status} ${await res.text()}`);
+  },
+]);
 
 async function startGateway(name: string, store: Record<string, string>) {
-  const port = await freePort();
-  const adminPort = await freePort();
-  const started = await startPinned(
-    name,
-    SERVER_CPU,
-    [process.execPath, 'apps/gateway/dist/server.js'],
-    {
-      ...quiet,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      ADMIN_PORT: String(adminPort),
-      UPSTREAMS: `/=${upstreamUrl}`,
-      RULES_API_URL: rulesUrl,
-      RULES_API_TOKEN: adminToken,
-      ...store,
-    },
-    () => httpOk(`http://127.0.0.1:${adminPort}/readyz`),
-  );
-  return {
-    ...started,
-    url: `http://127.0.0.1:${port}/allow/item`,
-    adminUrl: `http://127.0.0.1:${adminPort}`,
-  };
+  const gateway = await stack.startGateway(name, upstream.url, rulesApi.url, store);
+  return { ...gateway, url: `${gateway.url}/allow/item` };
 }
 
-const single = await startGateway('gateway on one Redis', { REDIS_URL: `redis://127.0.0.1:${redisPort}` });
+const single = await startGateway('gateway on one Redis', { REDIS_URL: redis.url });
 const onCluster = await startGateway('gateway on the cluster', { REDIS_CLUSTER_NODES: cluster.seeds });
 
 const requests = Array.from({ length: CLIENTS }, (_, i) => ({ headers: { 'x-client': `c${i}` } }));
@@ -153,7 +78,7 @@ interface RoundResult {
   redisCpuUs: number;
 }
 
-async function cannon(url: string, seconds: number, gatewayPid: number, redisPids: number[]) {
+async function cannon(url: string, seconds: number, gatewayPid: number, redisPids: readonly number[]) {
   const sumCpu = () => redisPids.reduce((sum, pid) => sum + cpuMs(pid), 0);
   const gatewayBefore = cpuMs(gatewayPid);
   const redisBefore = sumCpu();
@@ -208,6 +133,6 @@ console.log(`bucket keys per master: ${keysPerMaster.join(' / ')}`);
 if (loadAtStart > 0.5)
   console.log('note: the machine was not idle at start; rerun when `uptime` shows a low load');
 
-await Promise.all([single.stop(), onCluster.stop(), upstream.stop()]);
+await stack.stop();
 await cluster.close();
 process.exit(0);

@@ -14,101 +14,20 @@
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_GATEWAYS ("1,2,4,8"),
 // BENCH_ACCURACY_SECONDS (10), BENCH_PACED_RPS (400), BENCH_LEASE_MS (100).
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import autocannon from 'autocannon';
-import Redis from 'ioredis';
+import { closedLoopSettings } from './_lib/closed-loop.js';
 import { cpuMs } from './_lib/cpu-time.js';
-import { freePort, httpOk, startPinned } from './_lib/processes.js';
+import { createRules, type Gateway, nodeCommandsFromEnv, pinSelf, SERVER_CPU, Stack } from './_lib/stack.js';
 
-const SERVER_CPU = '1';
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
-const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+const { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS } = closedLoopSettings();
 
-// Pin ourselves (the load generator) to CPU 0 by re-executing under taskset once, with a young
-// generation large enough that the client's own scavenges (about 1 ms each) are rare: they would
-// otherwise add a millisecond to 1% of the open-loop requests, the very percentile measured.
-if (!process.env.SLUICE_BENCH_PINNED) {
-  const r = spawnSync(
-    'taskset',
-    ['-c', '0', process.execPath, '--max-semi-space-size=64', ...process.execArgv, ...process.argv.slice(1)],
-    {
-      stdio: 'inherit',
-      env: { ...process.env, SLUICE_BENCH_PINNED: '1' },
-    },
-  );
-  process.exit(r.status ?? 1);
-}
+pinSelf();
 
 const loadAtStart = loadavg()[0]!;
-const serverFlags = (process.env.BENCH_SERVER_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-const tsx = [process.execPath, ...serverFlags, '--conditions=sluice-source', '--import', 'tsx'];
-const profiledTsx = PROFILE_DIR
-  ? [process.execPath, '--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, ...tsx.slice(1)]
-  : tsx;
-// The gateway runs its built output, as in production (`pnpm bench` builds first): tsx-transpiled
-// sources carry name-keeping helpers that cost per object and would skew the comparison.
-const gatewayNode = [
-  process.execPath,
-  ...serverFlags,
-  ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
-];
-const quiet = { LOG_LEVEL: 'warn', NODE_ENV: 'production' };
-const dataDir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
-const adminToken = 'bench-admin-token';
-
-const redisPort = await freePort();
-const redis = await startPinned(
-  'redis',
-  SERVER_CPU,
-  ['redis-server', '--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-  {},
-  async () => {
-    const c = new Redis({ port: redisPort, lazyConnect: true, maxRetriesPerRequest: 0 });
-    c.on('error', () => {});
-    try {
-      await c.connect();
-      return (await c.ping()) === 'PONG';
-    } finally {
-      c.disconnect();
-    }
-  },
-);
-const redisClient = new Redis({ port: redisPort });
-
-const upstreamPort = await freePort();
-const upstream = await startPinned(
-  'upstream',
-  SERVER_CPU,
-  [...tsx, 'bench/_lib/upstream.ts'],
-  { PORT: String(upstreamPort) },
-  () => httpOk(`http://127.0.0.1:${upstreamPort}/`),
-);
-const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
-
-const barePort = await freePort();
-const bare = await startPinned(
-  'bare proxy',
-  SERVER_CPU,
-  [...profiledTsx, 'bench/_lib/bare-proxy.ts'],
-  { PORT: String(barePort), UPSTREAM_URL: upstreamUrl },
-  () => httpOk(`http://127.0.0.1:${barePort}/`),
-);
-
-const rulesPort = await freePort();
-const rulesApi = await startPinned(
-  'rules API',
-  SERVER_CPU,
-  [...tsx, 'apps/rules-api/src/server.ts'],
-  { ...quiet, PORT: String(rulesPort), HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN: adminToken },
-  () => httpOk(`http://127.0.0.1:${rulesPort}/readyz`),
-);
-const rulesUrl = `http://127.0.0.1:${rulesPort}`;
+const stack = new Stack(nodeCommandsFromEnv());
+const { redis, upstream, bare, rulesApi } = await stack.startBase();
 const GATEWAY_COUNTS = (process.env.BENCH_GATEWAYS ?? '1,2,4,8').split(',').map(Number);
 const ACCURACY_SECONDS = Number(process.env.BENCH_ACCURACY_SECONDS ?? 10);
 const PACED_RPS = Number(process.env.BENCH_PACED_RPS ?? 400);
@@ -117,15 +36,16 @@ const LEASE_MS = process.env.BENCH_LEASE_MS ?? '100';
 const CAPACITY = 100;
 const RATE_PER_S = 200;
 
-for (const rule of [
-  // one global key, never short: every request admitted
-  { name: 'allow-lease', mode: 'lease', capacity: 1e9 },
-  { name: 'allow-exact', mode: 'exact', capacity: 1e9 },
-  // one key per run (header x-key), 100 tokens, 200/s
-  { name: 'paced-lease', mode: 'lease', capacity: CAPACITY, client: 'header' },
-  { name: 'paced-exact', mode: 'exact', capacity: CAPACITY, client: 'header' },
-]) {
-  const body = {
+await createRules(
+  rulesApi.url,
+  [
+    // one global key, never short: every request admitted
+    { name: 'allow-lease', mode: 'lease', capacity: 1e9 },
+    { name: 'allow-exact', mode: 'exact', capacity: 1e9 },
+    // one key per run (header x-key), 100 tokens, 200/s
+    { name: 'paced-lease', mode: 'lease', capacity: CAPACITY, client: 'header' },
+    { name: 'paced-exact', mode: 'exact', capacity: CAPACITY, client: 'header' },
+  ].map((rule) => ({
     name: rule.name,
     match: { path: `/${rule.name}/**` },
     client: rule.client === 'header' ? { by: 'header', name: 'x-key' } : { by: 'global' },
@@ -135,50 +55,25 @@ for (const rule of [
         : { capacity: rule.capacity, refill: rule.capacity, period: '1s' },
     maxDebt: 0,
     mode: rule.mode,
-  };
-  const res = await fetch(`${rulesUrl}/rules`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`creating ${rule.name}: ${res.status} ${await res.text()}`);
-}
+  })),
+);
 
-const gatewayPorts: number[] = [];
-const adminPorts: number[] = [];
-const gateways = [];
+const gateways: Gateway[] = [];
 for (let i = 0; i < Math.max(...GATEWAY_COUNTS); i++) {
-  const port = await freePort();
-  const adminPort = await freePort();
   gateways.push(
-    await startPinned(
-      `gateway ${i + 1}`,
-      SERVER_CPU,
-      [...gatewayNode, 'apps/gateway/dist/server.js'],
-      {
-        ...quiet,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        ADMIN_PORT: String(adminPort),
-        UPSTREAMS: `/=${upstreamUrl}`,
-        RULES_API_URL: rulesUrl,
-        RULES_API_TOKEN: adminToken,
-        REDIS_URL: `redis://127.0.0.1:${redisPort}`,
-        LEASE_MS,
-        // a slow answer on the busy core must not hand decisions to the STORE_FAILURE policy (an
-        // in-process bucket per gateway): that is not what this bench measures; fallbacks are printed
-        STORE_TIMEOUT_MS: '1000',
-      },
-      () => httpOk(`http://127.0.0.1:${adminPort}/readyz`),
-    ),
+    await stack.startGateway(`gateway ${i + 1}`, upstream.url, rulesApi.url, {
+      REDIS_URL: redis.url,
+      LEASE_MS,
+      // a slow answer on the busy core must not hand decisions to the STORE_FAILURE policy (an
+      // in-process bucket per gateway): that is not what this bench measures; fallbacks are printed
+      STORE_TIMEOUT_MS: '1000',
+    }),
   );
-  gatewayPorts.push(port);
-  adminPorts.push(adminPort);
 }
+const gatewayPorts = gateways.map((g) => g.port);
 
 async function evalshaCalls(): Promise<number> {
-  const commands = await redisClient.info('commandstats');
-  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(commands)?.[1] ?? 0);
+  return (await redis.counters()).evalsha;
 }
 
 interface RoundResult {
@@ -215,11 +110,11 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const fmt = (n: number, d = 0) => n.toFixed(d);
 
 // Part 1: G-allow beside the bare proxy
-const bareUrl = `http://127.0.0.1:${barePort}/ok/item`;
-const leaseUrl = `http://127.0.0.1:${gatewayPorts[0]}/allow-lease/item`;
-const exactUrl = `http://127.0.0.1:${gatewayPorts[0]}/allow-exact/item`;
+const bareUrl = `${bare.url}/ok/item`;
+const leaseUrl = `${gateways[0]!.url}/allow-lease/item`;
+const exactUrl = `${gateways[0]!.url}/allow-exact/item`;
 // no rule matches: the gateway's own cost without any limiter, the most lease mode can approach
-const freeUrl = `http://127.0.0.1:${gatewayPorts[0]}/free/item`;
+const freeUrl = `${gateways[0]!.url}/free/item`;
 const gatewayPid = gateways[0]!.child.pid;
 await cannon(bareUrl, 2, bare.child.pid);
 await cannon(leaseUrl, 2, gatewayPid);
@@ -254,8 +149,8 @@ function send(port: number, path: string, key: string): Promise<number> {
 /** Decisions the STORE_FAILURE policy took instead of Redis, summed over the first `count` gateways. */
 async function fallbacks(count: number): Promise<number> {
   let total = 0;
-  for (const port of adminPorts.slice(0, count)) {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  for (const gateway of gateways.slice(0, count)) {
+    const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     for (const match of text.matchAll(/^sluice_store_fallbacks_total\{[^}]*\} (\S+)$/gm))
       total += Number(match[1]);
   }
@@ -359,6 +254,4 @@ if (loadAtStart > 0.5)
   console.log('\nnote: the machine was not idle at start; rerun when `uptime` shows a low load');
 
 agent.destroy();
-redisClient.disconnect();
-for (const p of [...gateways, rulesApi, bare, upstream, redis]) await p.stop();
-rmSync(dataDir, { recursive: true, force: true });
+await stack.stop();
