@@ -288,7 +288,7 @@ export class RedisStore implements Store {
       keysAndArgs.push(
         check.spec.algorithm,
         String(check.cost),
-        ...algorithmOf(check.spec).luaArguments(check.spec, check.leaseId),
+        ...scriptArgumentsOf(check.spec, check.leaseId),
       );
     }
     return parseReply(await this.#script('acquire', n, keysAndArgs, nowMs, minTtlMs), checks);
@@ -423,7 +423,7 @@ export class RedisStore implements Store {
     for (const settlement of settlements) {
       keysAndArgs.push(
         settlement.spec.algorithm,
-        ...algorithmOf(settlement.spec).luaArguments(settlement.spec, settlement.leaseId),
+        ...scriptArgumentsOf(settlement.spec, settlement.leaseId),
         String(settlement.delta),
         String(settlement.admittedAtMs),
       );
@@ -644,6 +644,23 @@ function parseOutcomes(reply: unknown[], checks: readonly LimitCheck[]): LimitOu
     outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: allowed === 1, level, retryAfterMs, resetMs });
   }
   return outcomes;
+}
+
+/** Each limit's numbers as the script reads them, per spec object (a rule set's specs live as long as it). */
+const specArguments = new WeakMap<LimitSpec, readonly string[]>();
+
+/**
+ * A spec's script arguments, stringified once per spec rather than once per request (number-to-string
+ * conversion is a measurable part of a decision's cost in the gateway). A lease id is per request.
+ */
+function scriptArgumentsOf(spec: LimitSpec, leaseId: string | undefined): readonly string[] {
+  if (leaseId !== undefined) return algorithmOf(spec).luaArguments(spec, leaseId);
+  let args = specArguments.get(spec);
+  if (args === undefined) {
+    args = algorithmOf(spec).luaArguments(spec);
+    specArguments.set(spec, args);
+  }
+  return args;
 }
 
 function toStoreError(error: unknown): StoreError {
