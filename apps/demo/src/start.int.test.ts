@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Rule } from '@sluice/shared';
+import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { repositoryRoot } from './services.js';
 
@@ -168,6 +169,28 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
     denied: expect.any(Number),
     shadow: false,
   });
+  // ... and as a new user finds them: the console, in a real browser (Debian's chromium)
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${rulesApi}/console`);
+    await page.getByLabel('Token').fill(firstToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'History of demo-orders', exact: true }).click();
+    const alicesRow = page.locator('#offenders tbody tr', { hasText: 'header:alice' });
+    await alicesRow.waitFor({ timeout: 10_000 });
+    expect(await alicesRow.textContent()).toMatch(/header:alice\s*burst\s*\d+\s*denied/);
+    if (process.env.CONSOLE_SCREENSHOTS_DIR) {
+      await page.locator('#offenders').scrollIntoViewIfNeeded();
+      await page.screenshot({ path: join(process.env.CONSOLE_SCREENSHOTS_DIR, 'console-offenders.png') });
+    }
+  } finally {
+    await browser.close();
+  }
   const shadow = rules.find((r) => r.name === 'demo-shadow');
   if (shadow === undefined || !('limit' in shadow))
     throw new Error('demo-shadow is not a single-bucket rule');
