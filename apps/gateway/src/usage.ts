@@ -16,6 +16,7 @@ import {
   usageOf,
 } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
+import { adminRule } from './admin-rule.js';
 import { errorBody } from './errors.js';
 
 export interface UsageRouteOptions {
@@ -53,19 +54,9 @@ export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOp
         'expected ?rule=<rule name>&client=<client key: ip:<address>, header:<value> or global>',
       );
     }
-    const rules = options.rules();
-    if (rules === undefined) {
-      reply.code(503).header('retry-after', '1');
-      return errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet');
-    }
-    const rule = rules.rules.find((candidate) => candidate.name === name);
-    if (rule === undefined) {
-      reply.code(404);
-      return errorBody(
-        'SLUICE_RULE_NOT_FOUND',
-        `no enabled rule named ${JSON.stringify(name)} on this gateway`,
-      );
-    }
+    const found = adminRule(options.rules(), name, reply);
+    if ('answer' in found) return found.answer;
+    const rule = found.rule;
     // a global limit counts everyone under one key, whoever asks
     const checks: LimitCheck[] = rule.limits.map((limit) => ({
       key: limitKey('', rule.id, limit.name, limit.clientBy === 'global' ? GLOBAL_CLIENT_KEY : client),

@@ -4,6 +4,7 @@
  */
 import { type CompiledRuleSet, OFFENDERS_MAX_MINUTES, parseOffenderMinutes } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
+import { adminRule } from '../admin-rule.js';
 import { errorBody } from '../errors.js';
 import type { OffenderLog } from './offender-log.js';
 
@@ -24,19 +25,9 @@ export function registerOffendersRoute(admin: FastifyInstance, options: Offender
         `expected ?rule=<rule name>&minutes=<1–${OFFENDERS_MAX_MINUTES}, default 15>`,
       );
     }
-    const rules = options.rules();
-    if (rules === undefined) {
-      reply.code(503).header('retry-after', '1');
-      return errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet');
-    }
-    const rule = rules.rules.find((candidate) => candidate.name === name);
-    if (rule === undefined) {
-      reply.code(404);
-      return errorBody(
-        'SLUICE_RULE_NOT_FOUND',
-        `no enabled rule named ${JSON.stringify(name)} on this gateway`,
-      );
-    }
+    const found = adminRule(options.rules(), name, reply);
+    if ('answer' in found) return found.answer;
+    const rule = found.rule;
     return { rule: name, minutes, items: options.log.top(rule.id, minutes) };
   });
 }
