@@ -3,19 +3,23 @@
  * never admit more than exact mode's bound, cost far fewer Redis calls than requests, and a gateway
  * stopped by SIGTERM gives its unused lease tokens back.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { Agent } from 'node:http';
-import { fileURLToPath } from 'node:url';
-import { freePort, sleep, waitFor } from '@sluice/test-support';
+import { sleep } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
+import {
+  metricValue,
+  type RunningGateway,
+  spawnGatewayProcess,
+  startGateway,
+  uniqueKeyPrefix,
+} from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import { READ_TOKEN, type RuleBody, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
-const GATEWAY_DIR = fileURLToPath(new URL('../', import.meta.url));
 
 let api: RulesApi;
 let upstream: Upstream;
@@ -120,36 +124,16 @@ describe('lease mode on the real Redis, two gateways, one key', () => {
   }, 30_000);
 
   it('a gateway stopped by SIGTERM gives its unused lease tokens back to the bucket', async () => {
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const child = spawn(
-      process.execPath,
-      ['--conditions=sluice-source', '--import', 'tsx', 'src/server.ts'],
-      {
-        cwd: GATEWAY_DIR,
-        env: {
-          PATH: process.env.PATH ?? '',
-          PORT: String(port),
-          ADMIN_PORT: String(adminPort),
-          HOST: '127.0.0.1',
-          UPSTREAMS: `/=${upstream.url}`,
-          RULES_API_URL: api.url,
-          RULES_API_TOKEN: READ_TOKEN,
-          REDIS_URL,
-          REDIS_KEY_PREFIX: prefix,
-          // leases outlive the test: only the shutdown can give them back
-          LEASE_MS: '60000',
-          LOG_LEVEL: 'silent',
-        },
-        stdio: 'ignore',
-      },
-    );
+    const { child, port } = await spawnGatewayProcess({
+      UPSTREAMS: `/=${upstream.url}`,
+      RULES_API_URL: api.url,
+      RULES_API_TOKEN: READ_TOKEN,
+      REDIS_URL,
+      REDIS_KEY_PREFIX: prefix,
+      // leases outlive the test: only the shutdown can give them back
+      LEASE_MS: '60000',
+    });
     children.push(child);
-    await waitFor(
-      async () =>
-        (await fetch(`http://127.0.0.1:${adminPort}/readyz`).catch(() => undefined))?.status === 200,
-      30_000,
-      'the spawned gateway',
-    );
     let admitted = 0;
     for (let i = 0; i < 40; i++) {
       if ((await http(port, '/stop/x', { agent })).status === 200) admitted++;

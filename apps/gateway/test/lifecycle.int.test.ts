@@ -3,18 +3,21 @@
  * gateways (measured at the upstream), slots freed by aborting clients and by expiry after a SIGKILL,
  * and charging at the response (a header-priced upstream, refunds, a lying upstream).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { freePort, sleep, waitFor } from '@sluice/test-support';
+import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
+import {
+  type RunningGateway,
+  spawnGatewayProcess,
+  startGateway,
+  uniqueKeyPrefix,
+} from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import { READ_TOKEN, type RuleBody, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
-const GATEWAY_DIR = fileURLToPath(new URL('../', import.meta.url));
 /** the in-process gateways' UPSTREAM_TIMEOUT_MS */
 const UPSTREAM_TIMEOUT_MS = 2_000;
 
@@ -175,36 +178,16 @@ describe('concurrency: at most max requests of a client in flight, across gatewa
   }, 30_000);
 
   it('a gateway SIGKILLed with slots held: they come back after UPSTREAM_TIMEOUT_MS + 5 s, not before', async () => {
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const child = spawn(
-      process.execPath,
-      ['--conditions=sluice-source', '--import', 'tsx', 'src/server.ts'],
-      {
-        cwd: GATEWAY_DIR,
-        env: {
-          PATH: process.env.PATH ?? '',
-          PORT: String(port),
-          ADMIN_PORT: String(adminPort),
-          HOST: '127.0.0.1',
-          UPSTREAMS: `/=${upstream.url}`,
-          RULES_API_URL: api.url,
-          RULES_API_TOKEN: READ_TOKEN,
-          REDIS_URL,
-          REDIS_KEY_PREFIX: prefix,
-          // its slots expire 1 s + 5 s after they are taken
-          UPSTREAM_TIMEOUT_MS: '1000',
-          LOG_LEVEL: 'silent',
-        },
-        stdio: 'ignore',
-      },
-    );
+    const { child, port } = await spawnGatewayProcess({
+      UPSTREAMS: `/=${upstream.url}`,
+      RULES_API_URL: api.url,
+      RULES_API_TOKEN: READ_TOKEN,
+      REDIS_URL,
+      REDIS_KEY_PREFIX: prefix,
+      // its slots expire 1 s + 5 s after they are taken
+      UPSTREAM_TIMEOUT_MS: '1000',
+    });
     children.push(child);
-    await waitFor(
-      async () =>
-        (await fetch(`http://127.0.0.1:${adminPort}/readyz`).catch(() => undefined))?.status === 200,
-      30_000,
-      'the spawned gateway',
-    );
     const held = Array.from({ length: 3 }, () =>
       http(port, '/held/c?ms=10000', as('carol')).catch(() => undefined),
     );

@@ -46,6 +46,7 @@ function countingStore(keyPrefix: string): Store & { ready(ms: number): Promise<
       storeCalls++;
       return inner.acquire(checks);
     },
+    settle: (settlements) => inner.settle(settlements),
     close: () => inner.close(),
     ready: (ms: number) => inner.ready(ms),
   };

@@ -1,5 +1,8 @@
 /** A gateway built in-process the way server.ts builds it, on port 0, with a fast rules refresh. */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { freePort, waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { buildGateway, type Gateway, type GatewayDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -72,4 +75,42 @@ async function deleteKeys(redisUrl: string, prefix: string): Promise<void> {
   } finally {
     client.disconnect();
   }
+}
+
+export interface GatewayProcess {
+  readonly child: ChildProcess;
+  readonly port: number;
+  readonly adminPort: number;
+}
+
+/**
+ * A gateway in a process of its own (from source), for tests that kill it (SIGKILL, SIGTERM): listens
+ * on free ports with `env` on top of a minimal environment, resolves once `/readyz` answers 200.
+ */
+export async function spawnGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', 'src/server.ts'], {
+    cwd: fileURLToPath(new URL('../../', import.meta.url)),
+    env: {
+      PATH: process.env.PATH ?? '',
+      PORT: String(port),
+      ADMIN_PORT: String(adminPort),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      ...env,
+    },
+    stdio: 'ignore',
+  });
+  try {
+    await waitFor(
+      async () =>
+        (await fetch(`http://127.0.0.1:${adminPort}/readyz`).catch(() => undefined))?.status === 200,
+      30_000,
+      'the spawned gateway',
+    );
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  return { child, port, adminPort };
 }

@@ -9,7 +9,7 @@ export const READ_TOKEN = 'gateway-test-read-token';
 
 export interface RuleBody {
   name: string;
-  match: { path: string; methods?: string[]; host?: string };
+  match: { path: string; methods?: string[]; host?: string; caseInsensitive?: boolean };
   client?: { by: 'ip' | 'global' } | { by: 'header'; name: string };
   limit: { capacity: number; refill: number; period: string | number };
   cost?: number;
