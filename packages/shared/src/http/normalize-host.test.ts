@@ -76,7 +76,11 @@ describe('normalizeHost', () => {
   });
 
   it('maps every case, port and trailing-dot spelling of a name to one host', () => {
-    const label = fc.stringMatching(/^[a-z0-9][a-z0-9-]{0,10}$/).filter((l) => !/^\d+$/.test(l));
+    // a last label that URL parsers read as a number (decimal, or hex `0x…`) makes an IPv4 address, refused
+    // unless canonical (tested above): keep such labels out of plain names
+    const label = fc
+      .stringMatching(/^[a-z0-9][a-z0-9-]{0,10}$/)
+      .filter((l) => !/^(?:\d+|0x[0-9a-f]*)$/.test(l));
     fc.assert(
       fc.property(
         fc.array(label, { minLength: 1, maxLength: 4 }),
