@@ -1,18 +1,8 @@
 /**
  * What the limiter tells subscribers (metrics, top offenders), off the request's own stack of work:
- * a decision was taken, a request was denied, an exchange was settled. Listeners run synchronously and must be
+ * a request was denied, an exchange was settled. Listeners run synchronously and must be
  * cheap; with none subscribed an emit is one length check.
  */
-import type { Decision } from '@sluice/shared';
-import type { RequestDecision } from './metrics.js';
-
-export interface DecisionEvent {
-  /** the rule that applied ('' when none) */
-  readonly rule: string;
-  readonly outcome: RequestDecision;
-  /** the store's answer (undefined when no limit was asked: no rule, unlimited) */
-  readonly decision: Decision | undefined;
-}
 
 /**
  * A denied (or, `shadow`, would-be denied) request: the rule, its first denying limit and that limit's
@@ -40,13 +30,8 @@ export interface SettlementEvent {
 type Listener<E> = (event: E) => void;
 
 export class LimiterEvents {
-  readonly #decided: Listener<DecisionEvent>[] = [];
   readonly #settled: Listener<SettlementEvent>[] = [];
   readonly #denied: Listener<DenialEvent>[] = [];
-
-  onDecided(listener: Listener<DecisionEvent>): void {
-    this.#decided.push(listener);
-  }
 
   onSettled(listener: Listener<SettlementEvent>): void {
     this.#settled.push(listener);
@@ -59,15 +44,6 @@ export class LimiterEvents {
   /** true when someone listens to denials (so the caller can skip building the event) */
   get denialsWatched(): boolean {
     return this.#denied.length > 0;
-  }
-
-  /** true when someone listens to decisions (so the caller can skip building the event) */
-  get decisionsWatched(): boolean {
-    return this.#decided.length > 0;
-  }
-
-  decided(event: DecisionEvent): void {
-    for (const listener of this.#decided) listener(event);
   }
 
   denied(event: DenialEvent): void {
