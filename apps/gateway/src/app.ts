@@ -161,7 +161,6 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     leases,
     slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
     trustProxy: config.trustProxy !== false,
-    bodyLimitBytes: config.bodyLimitBytes,
     now: deps.now,
   });
   const rules = new RulesCache({
@@ -182,6 +181,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       metrics,
       trustProxy: config.trustProxy !== false,
       isClosing: () => closing,
+      bodyLimitBytes: config.bodyLimitBytes,
     }),
   );
   proxy.addHook('onRequest', limiter.onRequest);

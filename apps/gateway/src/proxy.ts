@@ -442,18 +442,20 @@ export interface AdmissionOptions {
   trustProxy: boolean;
   /** true once the gateway is shutting down */
   isClosing: () => boolean;
+  /** largest request body the gateway proxies: a larger declared `Content-Length` is refused (413) */
+  bodyLimitBytes: number;
 }
 
 /**
  * The first onRequest hook: everything the gateway refuses without a decision, so a request that
  * will not be proxied never costs a token. In order: shutting down (503), an unsafe target or host
  * (400), no route (404, or 405 for a method no route takes), a forwarding header naming no client
- * (400). Then it holds a pipelined request until the responses before it on its connection are
+ * (400), a declared body over BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). Then it holds a pipelined request until the responses before it on its connection are
  * done: if one of them closes the connection, Node never answers this request, so it must not
  * reach an upstream (or be charged) either.
  */
 export function admitRequest(options: AdmissionOptions) {
-  const { upstreams, metrics, trustProxy, isClosing } = options;
+  const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes } = options;
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.raw as GatewayRawRequest;
     if (isClosing()) {
@@ -493,6 +495,13 @@ export function admitRequest(options: AdmissionOptions) {
         'SLUICE_BAD_FORWARDED_FOR',
         'the client address a trusted proxy forwarded is not an IP address in canonical form',
       );
+      return;
+    }
+    const contentLength = raw.headers['content-length'];
+    if (contentLength !== undefined && Number(contentLength) > bodyLimitBytes) {
+      metrics.badRequests.labels('SLUICE_BODY_TOO_LARGE').inc();
+      reply.header('connection', 'close');
+      refuse(reply, 'SLUICE_BODY_TOO_LARGE', `request body is larger than ${bodyLimitBytes} bytes`);
       return;
     }
     const response = reply.raw;

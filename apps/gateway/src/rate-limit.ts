@@ -91,7 +91,6 @@ export interface RateLimiterOptions {
   metrics: GatewayMetrics;
   /** true when TRUST_PROXY lets forwarding headers name the client (then `request.ip` is used) */
   trustProxy: boolean;
-  bodyLimitBytes: number;
   /** monotonic clock in ms for decision timing (default `performance.now`) */
   now?: () => number;
   /** how long a concurrency slot this gateway takes is held at most: UPSTREAM_TIMEOUT_MS + 5 s */
@@ -106,7 +105,6 @@ export class RateLimiter {
   readonly #denials: DenialCache;
   readonly #metrics: GatewayMetrics;
   readonly #trustProxy: boolean;
-  readonly #bodyLimitBytes: number;
   readonly #now: () => number;
   readonly #events: LimiterEvents;
   readonly #unlimited: RequestCounterCell;
@@ -127,7 +125,6 @@ export class RateLimiter {
     this.#denials = options.denials;
     this.#metrics = options.metrics;
     this.#trustProxy = options.trustProxy;
-    this.#bodyLimitBytes = options.bodyLimitBytes;
     this.#now = options.now ?? (() => performance.now());
     this.#events = options.events;
     this.#unlimited = options.metrics.requestCell('', 'unlimited');
@@ -171,17 +168,6 @@ export class RateLimiter {
     // `admitRequest` (proxy.ts) runs first and answers every unsafe target with a 400
     if (target === undefined || !target.ok) {
       done(new GatewayError('SLUICE_INTERNAL', 'request reached the limiter without a normalised target'));
-      return;
-    }
-    const contentLength = raw.headers['content-length'];
-    if (contentLength !== undefined && Number(contentLength) > this.#bodyLimitBytes) {
-      this.#metrics.badRequests.labels('SLUICE_BODY_TOO_LARGE').inc();
-      reply
-        .code(413)
-        .header('connection', 'close')
-        .send(
-          errorBody('SLUICE_BODY_TOO_LARGE', `request body is larger than ${this.#bodyLimitBytes} bytes`),
-        );
       return;
     }
     const rules = this.#rules;
