@@ -31,6 +31,7 @@ const info = {
   dataDir: '/d',
   refreshSeconds: 2,
   seedSummary: 'created …',
+  perIpRule: undefined,
 };
 
 describe('banner', () => {

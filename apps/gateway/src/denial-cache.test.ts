@@ -1,4 +1,4 @@
-import type { Decision, LimitCheck, LimitSpec } from '@sluice/shared';
+import type { LimitCheck, LimitSpec, StoreDecision } from '@sluice/shared';
 import { describe, expect, it } from 'vitest';
 import { DenialCache, denialKey } from './denial-cache.js';
 
@@ -6,7 +6,7 @@ const BUCKET: LimitSpec = { algorithm: 'token-bucket', capacity: 10, refill: 1, 
 const WINDOW: LimitSpec = { algorithm: 'sliding-window', max: 100, windowMs: 60_000 };
 const CHECKS: LimitCheck[] = [{ key: '{r:c}', spec: BUCKET, cost: 8 }];
 /** the documented debt example's denial (docs/limits.md): balance −6, 7 s until b = 1, 16 s until full */
-const denied: Decision = {
+const denied: StoreDecision = {
   allowed: false,
   deniedIndex: 0,
   retryAfterMs: 7000,
@@ -36,7 +36,7 @@ describe('DenialCache', () => {
       { key: '{r:c}:burst', spec: BUCKET, cost: 1 },
       { key: '{r:c}:daily', spec: WINDOW, cost: 1 },
     ];
-    const byWindow: Decision = {
+    const byWindow: StoreDecision = {
       allowed: false,
       deniedIndex: 1,
       retryAfterMs: 30_000,
@@ -64,13 +64,13 @@ describe('DenialCache', () => {
 
   it('never remembers an admission or a denial without a wait', () => {
     const cache = new DenialCache(10);
-    const admitted: Decision = {
+    const admitted: StoreDecision = {
       allowed: true,
       deniedIndex: -1,
       retryAfterMs: 0,
       limits: [{ allowed: true, level: 1, remaining: 1, retryAfterMs: 0, resetMs: 100 }],
     };
-    const never: Decision = {
+    const never: StoreDecision = {
       allowed: false,
       deniedIndex: 0,
       retryAfterMs: 0,

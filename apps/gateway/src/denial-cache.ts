@@ -17,11 +17,11 @@
  */
 import {
   balanceAt,
-  type Decision,
   type LimitCheck,
   type LimitOutcome,
   type LimitSpec,
   remainingOf,
+  type StoreDecision,
 } from '@sluice/shared';
 import { LRUCache } from 'lru-cache';
 
@@ -30,7 +30,7 @@ interface CachedDenial {
   readonly sentAtMs: number;
   /** monotonic ms until which every request of this combination is denied */
   readonly untilMs: number;
-  readonly decision: Decision;
+  readonly decision: StoreDecision;
   /** the spec of each outcome, to bring token-bucket balances forward by refill */
   readonly specs: readonly LimitSpec[];
 }
@@ -57,7 +57,7 @@ export class DenialCache {
    * Remembers a denial the store gave for the request with these `checks`, sent at `sentAtMs`
    * (monotonic ms), under `key` (`denialKey(checks)`).
    */
-  remember(key: string, decision: Decision, checks: readonly LimitCheck[], sentAtMs: number): void {
+  remember(key: string, decision: StoreDecision, checks: readonly LimitCheck[], sentAtMs: number): void {
     if (this.entries === undefined || decision.allowed || !(decision.retryAfterMs > 0)) return;
     this.entries.set(key, {
       sentAtMs,
@@ -72,7 +72,7 @@ export class DenialCache {
    * token-bucket balances brought forward by refill (a window's estimate is kept: it can only have
    * fallen, so `r` errs low); undefined when there is none (or it has run out).
    */
-  lookup(key: string, nowMs: number): Decision | undefined {
+  lookup(key: string, nowMs: number): StoreDecision | undefined {
     if (this.entries === undefined) return undefined;
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;

@@ -14,7 +14,7 @@
  *   over; a refund for the gateway's own 502/504) in the same call.
  * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
  */
-import type { CompiledCharge, Decision, LimitCheck, Settlement } from '@sluice/shared';
+import type { CompiledCharge, LimitCheck, Settlement, StoreDecision } from '@sluice/shared';
 
 export interface ExchangeRule {
   readonly name: string;
@@ -26,7 +26,7 @@ export interface ExchangeRule {
 export type SettleSink = (
   rule: string,
   kind: 'refund' | 'charge' | 'release',
-  decision: Decision,
+  decision: StoreDecision,
   settlements: readonly Settlement[],
 ) => void;
 
@@ -64,7 +64,7 @@ export class Exchange {
   constructor(
     readonly rule: ExchangeRule,
     readonly checks: readonly LimitCheck[],
-    readonly decision: Decision,
+    readonly decision: StoreDecision,
     /** monotonic ms when the request was admitted (upstream time is measured from here) */
     readonly admittedAtMs: number,
     readonly sink: SettleSink,

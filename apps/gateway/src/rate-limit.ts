@@ -16,13 +16,13 @@ import {
   type CompiledLimit,
   type CompiledRule,
   type CompiledRuleSet,
-  type Decision,
   headerItemName,
   type LimitCheck,
   type LimitSpec,
   limitKey,
   rateLimitHeader,
   retryAfterSeconds,
+  type StoreDecision,
 } from '@sluice/shared';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Counter } from 'prom-client';
@@ -290,7 +290,7 @@ export class RateLimiter {
 
   #apply(
     rule: RuleRuntime,
-    decision: Decision,
+    decision: StoreDecision,
     checks: readonly LimitCheck[],
     clientKeys: readonly string[],
     reply: FastifyReply,
@@ -340,7 +340,7 @@ export class RateLimiter {
   /** The admitted request's exchange: `end()` runs once its response is over, whichever way. */
   #openExchange(
     rule: RuleRuntime,
-    decision: Decision,
+    decision: StoreDecision,
     checks: readonly LimitCheck[],
     reply: FastifyReply,
   ): void {
@@ -401,7 +401,7 @@ export class RateLimiter {
 }
 
 /** A concurrency limit denied: never remembered, since a slot may come back any moment. */
-function slotDenied(checks: readonly LimitCheck[], decision: Decision): boolean {
+function slotDenied(checks: readonly LimitCheck[], decision: StoreDecision): boolean {
   for (let i = 0; i < checks.length; i++) {
     if (checks[i]!.spec.algorithm === 'concurrency' && !decision.limits[i]!.allowed) return true;
   }

@@ -3,11 +3,11 @@
  * test decides) and the real in-process store. Real Redis failures are in test/store-failure.int.test.ts.
  */
 import {
-  type Decision,
   type LimitCheck,
   MemoryStore,
   type SettledLimit,
   type Store,
+  type StoreDecision,
   StoreError,
 } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { GatewayMetrics } from './metrics.js';
 import { FAILURES_TO_OPEN, GuardedStore, OPEN_DECISION, UNAVAILABLE_DECISION } from './store-policy.js';
 
-const ADMIT: Decision = {
+const ADMIT: StoreDecision = {
   allowed: true,
   limits: [{ allowed: true, level: 5, remaining: 5, retryAfterMs: 0, resetMs: 100 }],
   deniedIndex: -1,
@@ -34,7 +34,7 @@ class ScriptedStore implements Store {
   readonly kind = 'redis' as const;
   failing = false;
   calls = 0;
-  async acquire(): Promise<Decision> {
+  async acquire(): Promise<StoreDecision> {
     this.calls++;
     if (this.failing) throw new StoreError('STORE_UNAVAILABLE', 'down');
     return ADMIT;
@@ -51,7 +51,7 @@ class TwoNodeStore extends ScriptedStore {
   domainOf(checks: readonly LimitCheck[]): string {
     return checks[0]!.key.slice(0, 1);
   }
-  override async acquire(checks?: readonly LimitCheck[]): Promise<Decision> {
+  override async acquire(checks?: readonly LimitCheck[]): Promise<StoreDecision> {
     this.calls++;
     if (this.dead.has(this.domainOf(checks!))) throw new StoreError('STORE_UNAVAILABLE', 'node down');
     return ADMIT;

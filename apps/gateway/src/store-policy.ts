@@ -18,7 +18,7 @@
  * MAX_BREAKERS are kept (closed, healthy ones are dropped first); the breaker-state metric shows the
  * worst of them.
  */
-import type { Decision, LimitCheck, SettledLimit, Settlement, Store } from '@sluice/shared';
+import type { LimitCheck, SettledLimit, Settlement, Store, StoreDecision } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import type { StoreFailurePolicy } from './config.js';
 import type { BreakerStateValue, GatewayMetrics } from './metrics.js';
@@ -27,14 +27,14 @@ import type { BreakerStateValue, GatewayMetrics } from './metrics.js';
  * Admit without a decision (policy `open`): no limit was asked, so it has no outcomes and the
  * gateway sends no RateLimit header with it.
  */
-export const OPEN_DECISION: Decision = Object.freeze({
+export const OPEN_DECISION: StoreDecision = Object.freeze({
   allowed: true,
   limits: Object.freeze([]),
   deniedIndex: -1,
   retryAfterMs: 0,
 });
 /** Refuse with 503 (policy `closed`): no limit was asked, so no outcomes and no limit to blame. */
-export const UNAVAILABLE_DECISION: Decision = Object.freeze({
+export const UNAVAILABLE_DECISION: StoreDecision = Object.freeze({
   allowed: false,
   limits: Object.freeze([]),
   deniedIndex: -1,
@@ -92,7 +92,7 @@ export class GuardedStore {
   /** by failure domain ('' for a store of one domain) */
   readonly #breakers = new Map<string, Breaker>();
   #reportedState: BreakerState = 'closed';
-  readonly #fallbackDecisions = new WeakSet<Decision>();
+  readonly #fallbackDecisions = new WeakSet<StoreDecision>();
 
   constructor(options: GuardedStoreOptions) {
     this.#primary = options.primary;
@@ -125,7 +125,7 @@ export class GuardedStore {
   }
 
   /** A decision from the store, or from the policy when the store fails or the breaker is open. */
-  acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+  acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
     const domain = this.#primary.domainOf?.(checks) ?? '';
     const breaker = this.#breakerOf(domain);
     if (breaker.state !== 'closed') {
@@ -173,7 +173,7 @@ export class GuardedStore {
    * breaker: a settlement that fails is lost (a slot then expires by itself), and admission decides
    * whether the store is healthy.
    */
-  settle(decision: Decision, settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+  settle(decision: StoreDecision, settlements: readonly Settlement[]): Promise<SettledLimit[]> {
     if (decision === OPEN_DECISION || decision === UNAVAILABLE_DECISION) return Promise.resolve([]);
     if (this.#fallbackDecisions.has(decision)) return this.#local!.settle(settlements);
     this.#settleCalls.inc();
@@ -185,7 +185,7 @@ export class GuardedStore {
     if (this.#local !== this.#primary) await this.#local?.close();
   }
 
-  #fallback(checks: readonly LimitCheck[]): Promise<Decision> {
+  #fallback(checks: readonly LimitCheck[]): Promise<StoreDecision> {
     this.#fallbackCounter.inc();
     if (this.#policy === 'open') return Promise.resolve(OPEN_DECISION);
     if (this.#policy === 'closed') return Promise.resolve(UNAVAILABLE_DECISION);
@@ -201,7 +201,7 @@ export class GuardedStore {
    * True for a decision the failure policy took instead of the store. Its denials are not the store's
    * word, so the denial cache must not remember them past the store's return.
    */
-  isFallback(decision: Decision): boolean {
+  isFallback(decision: StoreDecision): boolean {
     return (
       decision === OPEN_DECISION || decision === UNAVAILABLE_DECISION || this.#fallbackDecisions.has(decision)
     );

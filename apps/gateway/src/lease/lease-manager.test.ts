@@ -4,10 +4,10 @@
  * and leases that end by expiry, by running out, or at close.
  */
 import {
-  type Decision,
   type LimitCheck,
   MemoryStore,
   type Settlement,
+  type StoreDecision,
   type TokenBucketSpec,
 } from '@sluice/shared';
 import fc from 'fast-check';
@@ -49,13 +49,13 @@ async function flush(): Promise<void> {
 function countingStore(memory: MemoryStore) {
   const totals = { taken: 0, givenBack: 0, calls: 0 };
   const store: LeaseStore = {
-    async acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+    async acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
       totals.calls++;
       const decision = await memory.acquire(checks);
       if (decision.allowed) totals.taken += checks[0]!.cost;
       return decision;
     },
-    async settle(_decision: Decision, settlements: readonly Settlement[]) {
+    async settle(_decision: StoreDecision, settlements: readonly Settlement[]) {
       totals.calls++;
       totals.givenBack -= settlements[0]!.delta;
       return memory.settle(settlements);
@@ -120,7 +120,7 @@ describe('LeaseManager over one store, several gateways (property)', () => {
             const manager = managers[g % s.gateways]!;
             const atMs = clock.nowMs;
             const decide = async () => {
-              let decision: Decision | undefined = await manager.take('k', checks, maxRequests);
+              let decision: StoreDecision | undefined = await manager.take('k', checks, maxRequests);
               if (decision === undefined) {
                 decision = await store.acquire(checks);
                 if (decision.allowed) exactAdmitted += s.cost;

@@ -23,14 +23,14 @@
  * with every further denial in a row up to 16 × `leaseMs` (a key held at its limit gains nothing from
  * leases, and each attempt would be one more call).
  */
-import type { Decision, LimitCheck, LimitOutcome, LimitSpec, Settlement } from '@sluice/shared';
+import type { LimitCheck, LimitOutcome, LimitSpec, Settlement, StoreDecision } from '@sluice/shared';
 
 /** What the manager needs of a store: the gateway's `GuardedStore` has exactly this. */
 export interface LeaseStore {
-  acquire(checks: readonly LimitCheck[]): Promise<Decision>;
-  settle(decision: Decision, settlements: readonly Settlement[]): Promise<unknown>;
+  acquire(checks: readonly LimitCheck[]): Promise<StoreDecision>;
+  settle(decision: StoreDecision, settlements: readonly Settlement[]): Promise<unknown>;
   /** true for a decision the STORE_FAILURE policy took instead of the store */
-  isFallback(decision: Decision): boolean;
+  isFallback(decision: StoreDecision): boolean;
 }
 
 /** Runs `fn` after `ms`; returns a function that cancels it. */
@@ -80,7 +80,7 @@ interface Lease {
   /** the request's checks the lease was taken for (each request's own cost) */
   readonly checks: readonly LimitCheck[];
   /** the store's decision that granted the lease (its latest top-up) */
-  grant: Decision;
+  grant: StoreDecision;
   /** tokens one request takes, summed over the limits */
   readonly tokensPerRequest: number;
   /** requests left */
@@ -97,7 +97,7 @@ interface KeyState {
   /** the rule's most requests per lease, as the last `take` said */
   maxRequests: number;
   /** requests waiting for the lease being fetched: each gets a lease decision or undefined (exact) */
-  waiters: ((decision: Decision | undefined) => void)[];
+  waiters: ((decision: StoreDecision | undefined) => void)[];
   /** monotonic ms until which this key is decided exactly (a lease was denied) */
   exactUntilMs: number;
   /** leases denied in a row: each doubles the time decided exactly (a key held at its limit) */
@@ -156,7 +156,7 @@ export class LeaseManager {
   /**
    * One request on `key` (its `denialKey`) with these `checks` (token buckets only, each with the
    * request's own cost), under a rule whose lease holds at most `maxRequests` requests:
-   * - a Decision (admitted) at once when the lease has a request left;
+   * - a StoreDecision (admitted) at once when the lease has a request left;
    * - a promise of one when a lease is being fetched, or of `undefined` if none could be had;
    * - `undefined`: decide this request exactly.
    */
@@ -164,7 +164,7 @@ export class LeaseManager {
     key: string,
     checks: readonly LimitCheck[],
     maxRequests: number,
-  ): Decision | Promise<Decision | undefined> | undefined {
+  ): StoreDecision | Promise<StoreDecision | undefined> | undefined {
     if (this.#closed) return undefined;
     const nowMs = this.#now();
     let state = this.#keys.get(key);
@@ -214,7 +214,7 @@ export class LeaseManager {
     }
   }
 
-  #admit(state: KeyState, lease: Lease): Decision {
+  #admit(state: KeyState, lease: Lease): StoreDecision {
     lease.remaining--;
     state.served++;
     this.#outstandingTokens -= lease.tokensPerRequest;
@@ -353,7 +353,7 @@ export class LeaseManager {
   }
 
   /** Sends `requests` requests' worth of `checks` back to the store that decided `grant`. */
-  #giveBack(grant: Decision, checks: readonly LimitCheck[], requests: number, counted: boolean): void {
+  #giveBack(grant: StoreDecision, checks: readonly LimitCheck[], requests: number, counted: boolean): void {
     let tokens = 0;
     const settlements: Settlement[] = checks.map((check) => {
       tokens += check.cost * requests;

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Decision, type LimitCheck, limitKey } from './limits.js';
+import { type LimitCheck, limitKey, type StoreDecision } from './limits.js';
 import { MemoryStore } from './memory-store.js';
 import { type StackedScenario, stackedScenarioArb } from './test-arbitraries.js';
 import { openTestRedis, type TestRedis } from './test-redis.js';
@@ -20,7 +20,7 @@ const burst = { algorithm: 'token-bucket', capacity: 2, refill: 1, periodMs: 1_0
 const daily = { algorithm: 'sliding-window', max: 3, windowMs: 86_400_000 } as const;
 
 /** Any store's test entry point on a simulated clock. */
-type AcquireAt = (checks: readonly LimitCheck[], nowMs: number) => Promise<Decision>;
+type AcquireAt = (checks: readonly LimitCheck[], nowMs: number) => Promise<StoreDecision>;
 
 describe('acquire.lua: several limits in one call', () => {
   it('admits only when every limit admits; a denial by one charges none of the others', async () => {
@@ -94,7 +94,7 @@ async function deniedRequestsChangeNothing(acquireAt: AcquireAt, scenario: Stack
     nowMs += op.stepMs;
     times.push(nowMs);
   }
-  const full: Decision[] = [];
+  const full: StoreDecision[] = [];
   for (let i = 0; i < scenario.ops.length; i++)
     full.push(await acquireAt(checksOf(scenario, `${run}-full`, i), times[i]!));
   let denied = 0;

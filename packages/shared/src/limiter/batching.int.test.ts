@@ -11,7 +11,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Decision, type LimitCheck, limitKey, type SettledLimit, type Settlement } from './limits.js';
+import {
+  type LimitCheck,
+  limitKey,
+  type SettledLimit,
+  type Settlement,
+  type StoreDecision,
+} from './limits.js';
 import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS, RedisStore } from './redis-store.js';
 import { StoreError } from './store.js';
 import { specArb, specCostArb, specStepMsArb, startMsArb } from './test-arbitraries.js';
@@ -94,7 +100,7 @@ const interleavingArb: fc.Arbitrary<Interleaving> = fc
   });
 
 interface Outcome {
-  decisions: (Decision | undefined)[];
+  decisions: (StoreDecision | undefined)[];
   settled: (SettledLimit[] | undefined)[];
   state: Map<string, string>;
   ops: number;
@@ -111,7 +117,7 @@ async function runOn(
   run: string,
   oneByOne: boolean,
 ): Promise<Outcome> {
-  const decisions: (Decision | undefined)[] = [];
+  const decisions: (StoreDecision | undefined)[] = [];
   const settled: (SettledLimit[] | undefined)[] = [];
   const acquired: { checks: LimitCheck[]; index: number }[] = [];
   let nowMs = scenario.startMs;

@@ -6,7 +6,14 @@
 import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { remainingOf } from './headers.js';
-import type { Decision, LimitCheck, LimitOutcome, LimitSpec, SettledLimit, Settlement } from './limits.js';
+import type {
+  LimitCheck,
+  LimitOutcome,
+  LimitSpec,
+  SettledLimit,
+  Settlement,
+  StoreDecision,
+} from './limits.js';
 
 /** Where the engine reads and writes the state of each key (a store's own table). */
 export interface StateTable {
@@ -36,7 +43,7 @@ export function assertChecks(checks: readonly LimitCheck[]): void {
 }
 
 /** Decides `checks` at `nowMs` (the store's clock) against `table`, all or nothing. */
-export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): Decision {
+export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): StoreDecision {
   assertChecks(checks);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const evaluations = checks.map((check) =>
@@ -110,7 +117,7 @@ export function outcomeOf(spec: LimitSpec, verdict: Verdict): LimitOutcome {
 }
 
 /** The one decision over the outcomes: admitted iff all admit; the longest wait among the denials. */
-export function decisionOf(outcomes: readonly LimitOutcome[], atMs?: number): Decision {
+export function decisionOf(outcomes: readonly LimitOutcome[], atMs?: number): StoreDecision {
   let deniedIndex = -1;
   let retryAfterMs = 0;
   for (let i = 0; i < outcomes.length; i++) {

@@ -8,7 +8,7 @@ import {
   retryAfterSeconds,
   wholeSecondsUp,
 } from './headers.js';
-import type { Decision, LimitSpec, TokenBucketSpec } from './limits.js';
+import type { LimitSpec, StoreDecision, TokenBucketSpec } from './limits.js';
 import { MemoryStore } from './memory-store.js';
 
 const bucket = (capacity: number, refill: number, periodMs: number, maxDebt = capacity): TokenBucketSpec => ({
@@ -24,7 +24,7 @@ const window = (max: number, windowMs: number): LimitSpec => ({ algorithm: 'slid
 async function headersAfter(name: string, spec: LimitSpec, costs: number[]) {
   const store = new MemoryStore({ now: () => 1_699_999_980_000.5, sweepIntervalMs: 0 });
   const item = headerItemName(name, '');
-  let decision: Decision | undefined;
+  let decision: StoreDecision | undefined;
   for (const cost of costs) decision = await store.acquire([{ key: `{r:${name}}`, spec, cost }]);
   await store.close();
   return {
@@ -106,7 +106,7 @@ describe('decision headers', () => {
         { item: daily, spec: window(10_000, 86_400_000) },
       ]),
     ).toBe('"orders.burst";q=20;w=2, "orders.daily";q=10000;w=86400');
-    const decision: Decision = {
+    const decision: StoreDecision = {
       allowed: false,
       deniedIndex: 1,
       retryAfterMs: 2_500,

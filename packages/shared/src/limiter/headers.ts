@@ -9,7 +9,7 @@
  * of a v2 rule. Seconds are whole numbers, rounded up.
  */
 import { capacityRefillMs } from './algorithms/token-bucket/model.js';
-import type { Decision, LimitOutcome, LimitSpec } from './limits.js';
+import type { LimitOutcome, LimitSpec, StoreDecision } from './limits.js';
 
 /** Largest sf-integer (RFC 9651): bounds `w` and `t` for absurdly slow limits. */
 const MAX_SF_INTEGER = 999_999_999_999_999;
@@ -43,7 +43,7 @@ export function policyNumbers(spec: LimitSpec): { q: number; w: number } {
 }
 
 /** Retry-After of a denied decision: whole seconds, rounded up, at least 1. */
-export function retryAfterSeconds(decision: Pick<Decision, 'retryAfterMs'>): number {
+export function retryAfterSeconds(decision: Pick<StoreDecision, 'retryAfterMs'>): number {
   return Math.max(1, wholeSecondsUp(decision.retryAfterMs));
 }
 
@@ -74,7 +74,7 @@ export function rateLimitItem(item: string, outcome: LimitOutcome): string {
 }
 
 /** The whole `RateLimit` value: `items[i]` names `decision.limits[i]`. */
-export function rateLimitHeader(items: readonly string[], decision: Decision): string {
+export function rateLimitHeader(items: readonly string[], decision: StoreDecision): string {
   let header = '';
   for (let i = 0; i < decision.limits.length; i++) {
     if (i > 0) header += ', ';

@@ -14,12 +14,12 @@ import { assertSlotsArguments } from './algorithms/concurrency/model.js';
 import { acquireFrom, settleFrom } from './engine.js';
 import {
   type ConcurrencySpec,
-  type Decision,
   type LimitCheck,
   limitKey,
   type SettledLimit,
   type Settlement,
   type SlidingWindowSpec,
+  type StoreDecision,
   type TokenBucketSpec,
 } from './limits.js';
 import { MemoryStore } from './memory-store.js';
@@ -89,7 +89,7 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
 
 /** What a store answers to a lifecycle, in order (all sent without waiting: one connection keeps order). */
 interface Store {
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs?: number): Promise<Decision>;
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs?: number): Promise<StoreDecision>;
   settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs?: number): Promise<SettledLimit[]>;
 }
 
@@ -108,7 +108,7 @@ function playReference(life: Lifecycle, run: string) {
   };
   const chargeMax = Math.max(life.bucket.capacity + life.bucket.maxDebt, life.window.max);
   const calls: (
-    | { kind: 'acquire'; checks: LimitCheck[]; atMs: number; expected: Decision }
+    | { kind: 'acquire'; checks: LimitCheck[]; atMs: number; expected: StoreDecision }
     | {
         kind: 'settle';
         settlements: Settlement[];
@@ -196,7 +196,7 @@ async function replay(store: Store, calls: ReturnType<typeof playReference>, lab
     const answer = answers[i]!;
     const same =
       call.kind === 'acquire'
-        ? sameDecision(answer as Decision, call.expected)
+        ? sameDecision(answer as StoreDecision, call.expected)
         : (answer as SettledLimit[]).every(
             (s, j) =>
               Object.is(s.level, call.expected[j]!.level) &&

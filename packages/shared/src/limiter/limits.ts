@@ -74,7 +74,7 @@ export interface Settlement {
    * on top, even below -maxDebt; negative: given back, never above capacity (nor below 0 for a window)
    */
   readonly delta: number;
-  /** the store's clock when the request was admitted (`Decision.atMs`): a window gives back where it counted */
+  /** the store's clock when the request was admitted (`StoreDecision.atMs`): a window gives back where it counted */
   readonly admittedAtMs: number;
   /** concurrency: the slot to give back (the admission's `leaseId`) */
   readonly leaseId?: string;
@@ -105,8 +105,11 @@ export interface LimitOutcome {
   readonly resetMs: number;
 }
 
-/** The one answer for all the checks of a request. A denial is a value; only a store failure throws. */
-export interface Decision {
+/**
+ * A store's one answer for all the checks of a request (the decision core wraps it in its own `Decision`,
+ * decision/decision.ts). A denial is a value; only a store failure throws.
+ */
+export interface StoreDecision {
   /** every limit admits, and then every limit was charged; when false, nothing was charged */
   readonly allowed: boolean;
   /** one outcome per check, in the checks' order */

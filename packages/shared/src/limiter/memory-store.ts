@@ -8,7 +8,7 @@
 import { LRUCache } from 'lru-cache';
 import { MAX_WAIT_MS } from './algorithms/wait.js';
 import { acquireFrom, type StateTable, settleFrom } from './engine.js';
-import type { Decision, LimitCheck, SettledLimit, Settlement } from './limits.js';
+import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
 import type { Store } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -78,12 +78,12 @@ export class MemoryStore implements Store {
     return { states, nowMs };
   }
 
-  async acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+  async acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
     return this.acquireSync(checks);
   }
 
   /** The same decision without the promise, for callers that want to avoid a microtask. */
-  acquireSync(checks: readonly LimitCheck[]): Decision {
+  acquireSync(checks: readonly LimitCheck[]): StoreDecision {
     return this.#acquire(checks, this.#now(), 0);
   }
 
@@ -91,7 +91,7 @@ export class MemoryStore implements Store {
    * TESTS ONLY: decides at `nowMs` instead of the store's clock, keeping written states at least
    * `minTtlMs` (on that clock), like `RedisStore.acquireAt`. Production never calls it.
    */
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<Decision> {
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<StoreDecision> {
     return Promise.resolve().then(() => this.#acquire(checks, nowMs, minTtlMs));
   }
 
@@ -110,7 +110,7 @@ export class MemoryStore implements Store {
     this.#entries.clear();
   }
 
-  #acquire(checks: readonly LimitCheck[], nowMs: number, minTtlMs: number): Decision {
+  #acquire(checks: readonly LimitCheck[], nowMs: number, minTtlMs: number): StoreDecision {
     return acquireFrom(this.#table(nowMs, minTtlMs), checks, nowMs);
   }
 

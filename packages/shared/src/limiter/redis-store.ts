@@ -31,7 +31,14 @@ import { ACQUIRE_LUA } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { assertChecks, assertSettlements, decisionOf, outcomeOf, settledOf } from './engine.js';
-import type { Decision, LimitCheck, LimitOutcome, LimitSpec, SettledLimit, Settlement } from './limits.js';
+import type {
+  LimitCheck,
+  LimitOutcome,
+  LimitSpec,
+  SettledLimit,
+  Settlement,
+  StoreDecision,
+} from './limits.js';
 import { slotGroups, slotOf } from './slot-groups.js';
 import { type Store, StoreError } from './store.js';
 
@@ -173,7 +180,7 @@ export class RedisStore implements Store {
     }
   }
 
-  acquire(checks: readonly LimitCheck[]): Promise<Decision> {
+  acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
     return this.#acquire(checks, '', '');
   }
 
@@ -203,7 +210,7 @@ export class RedisStore implements Store {
    * TESTS ONLY: decides on a simulated clock (`nowMs`) instead of Redis `TIME`, and keeps written keys
    * at least `minTtlMs` so real-time expiry cannot disturb the simulation. Production never calls it.
    */
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<Decision> {
+  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<StoreDecision> {
     if (!Number.isFinite(nowMs)) {
       return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
     }
@@ -261,7 +268,7 @@ export class RedisStore implements Store {
    * tag; otherwise one call per slot group (`#acquireAcrossSlots`). Each call goes through `#script`
    * (batched or not).
    */
-  async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<Decision> {
+  async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<StoreDecision> {
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertChecks(checks);
     const n = checks.length;
@@ -281,7 +288,7 @@ export class RedisStore implements Store {
     keys: readonly string[],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<Decision> {
+  ): Promise<StoreDecision> {
     const n = checks.length;
     const keysAndArgs: string[] = keys.slice();
     for (const check of checks) {
@@ -308,13 +315,13 @@ export class RedisStore implements Store {
     groups: readonly number[][],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<Decision> {
+  ): Promise<StoreDecision> {
     const outcomes: LimitOutcome[] = new Array(checks.length);
     const charged: ChargedGroup[] = [];
     let atMs: number | undefined;
     for (let g = 0; g < groups.length; g++) {
       const indexes = groups[g]!;
-      let decision: Decision;
+      let decision: StoreDecision;
       try {
         decision = await this.#call(
           indexes.map((i) => checks[i]!),
@@ -605,7 +612,7 @@ function notAsked(spec: LimitSpec): LimitOutcome {
   return outcomeOf(spec, { allowed: true, level, retryAfterMs: 0, resetMs: 0 });
 }
 
-function parseReply(reply: unknown, checks: readonly LimitCheck[]): Decision {
+function parseReply(reply: unknown, checks: readonly LimitCheck[]): StoreDecision {
   const n = checks.length;
   const outcomes =
     Array.isArray(reply) && reply.length === 4 * n + 1 ? parseOutcomes(reply, checks) : undefined;

@@ -2,7 +2,7 @@
  * The contract every limiter store implements (Redis and in-process). The gateway never knows
  * which one it has. A denial is a value (`allowed: false`); only a store failure throws.
  */
-import type { Decision, LimitCheck, SettledLimit, Settlement } from './limits.js';
+import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
 
 export interface Store {
   readonly kind: 'redis' | 'memory';
@@ -12,7 +12,7 @@ export interface Store {
    * order. Rejects with `StoreError` when the store cannot decide, and with `LimitArgumentError`
    * for checks out of range (a bug, not a client's doing).
    */
-  acquire(checks: readonly LimitCheck[]): Promise<Decision>;
+  acquire(checks: readonly LimitCheck[]): Promise<StoreDecision>;
   /**
    * The end of one request's exchange, in one call: its slots given back, its cost difference
    * settled (see `Settlement`). One result per settlement, in order. Rejects as `acquire` does.

@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { acquireFrom, type StateTable } from './engine.js';
-import { type Decision, type LimitCheck, limitKey } from './limits.js';
+import { type LimitCheck, limitKey, type StoreDecision } from './limits.js';
 import type { RedisStore } from './redis-store.js';
 import type { StackedScenario } from './test-arbitraries.js';
 
@@ -25,7 +25,7 @@ export class ReferenceTable implements StateTable {
 }
 
 /** Bit for bit: the same verdicts, the same doubles (`Object.is`), the same whole ms. */
-export function sameDecision(a: Decision, b: Decision): boolean {
+export function sameDecision(a: StoreDecision, b: StoreDecision): boolean {
   if (a.allowed !== b.allowed || a.deniedIndex !== b.deniedIndex || a.retryAfterMs !== b.retryAfterMs)
     return false;
   if (a.limits.length !== b.limits.length) return false;
@@ -68,8 +68,8 @@ export async function runDifferential(
     fc.asyncProperty(scenarios, async (scenario) => {
       const runId = `diff-${++run}-${Math.random().toString(36).slice(2)}`;
       const reference = new ReferenceTable();
-      const expected: Decision[] = [];
-      const sent: Promise<Decision>[] = [];
+      const expected: StoreDecision[] = [];
+      const sent: Promise<StoreDecision>[] = [];
       let nowMs = scenario.startMs;
       for (let i = 0; i < scenario.ops.length; i++) {
         nowMs += scenario.ops[i]!.stepMs;
