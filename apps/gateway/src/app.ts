@@ -1,5 +1,5 @@
 /**
- * Builds one gateway (proxy listener, admin listener, rules cache, store) without listening, so
+ * Builds one gateway (proxy listener, admin listener, rules source, limiter) without listening, so
  * `server.ts`, the tests and the benchmark all start it the same way:
  *
  *   const gateway = buildGateway(loadConfig({ ...env }));
@@ -7,40 +7,49 @@
  *   await gateway.ready();                                // first rule set loaded
  *   …
  *   await gateway.close();                                // in-flight requests finish first
+ *
+ * The layers (docs/gateway.md, "Layout"): config/ → telemetry/ → rules/, limiter/ → http/ → admin/
+ * → this file; a module imports only from its own layer or lower ones (layers.test.ts).
  */
 
 import type { AddressInfo, Socket } from 'node:net';
-import { MemoryStore, peekOutcomes, type Store } from '@sluice/shared';
-import { peekRedis, RedisStore } from '@sluice/shared/redis';
+import type { Store } from '@sluice/shared';
+import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
   LogController,
 } from 'fastify';
-import { fastifyTrustProxy, type GatewayConfig } from './config.js';
-import { DenialCache } from './denial-cache.js';
-import { clientErrorResponse, errorBody } from './errors.js';
-import { LimiterEvents } from './events.js';
-import { LeaseManager } from './lease/lease-manager.js';
-import { GatewayMetrics } from './metrics.js';
-import { registerOffendersRoute } from './offenders/admin-route.js';
-import { OffenderFlusher } from './offenders/flusher.js';
-import { OffenderLog } from './offenders/offender-log.js';
-import { admitRequest, registerProxies, rewriteTarget } from './proxy.js';
-import { RateLimiter } from './rate-limit.js';
-import { RulesCache } from './rules-cache.js';
-import { GuardedStore } from './store-policy.js';
-import { registerUsageRoute } from './usage.js';
+import { registerAdminRoutes } from './admin/admin-routes.js';
+import { OffenderFlusher } from './admin/offenders/flusher.js';
+import { OffenderLog } from './admin/offenders/offender-log.js';
+import { fastifyTrustProxy, type GatewayConfig } from './config/config.js';
+import { admitRequest } from './http/admission.js';
+import { bodyTooLargeMessage } from './http/answers.js';
+import { clientErrorResponse, errorBody } from './http/errors.js';
+import { limitHook } from './http/limit-hook.js';
+import { registerRequestContext } from './http/request-context.js';
+import { rewriteTarget } from './http/target.js';
+import { registerUpstreams } from './http/upstreams.js';
+import { createLimiter, type Limiter } from './limiter/limiter.js';
+import { createPrimaryStore } from './limiter/primary-store.js';
+import { RulesCache } from './rules/rules-cache.js';
+import type { RulesSource } from './rules/rules-source.js';
+import { GatewayMetrics } from './telemetry/metrics.js';
 
-/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
-export const SLOT_LEASE_MARGIN_MS = 5_000;
+export { SLOT_LEASE_MARGIN_MS } from './limiter/limiter.js';
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */
 const REDIS_CONNECT_WAIT_MS = 2_000;
 
+/** What a gateway can be given instead of what its configuration names (tests, embedders). */
 export interface GatewayDeps {
-  /** the primary store instead of the one REDIS_URL names (tests); closed with the gateway */
+  /** the rules instead of the rules API at RULES_API_URL (`StaticRules`, rules/rules-source.ts) */
+  rules?: RulesSource;
+  /** the primary store instead of the one REDIS_URL names; closed with the gateway */
   store?: Store;
   /** a logger to use instead of a new pino logger at LOG_LEVEL */
   logger?: FastifyBaseLogger;
@@ -48,7 +57,7 @@ export interface GatewayDeps {
   storeCoolDownMs?: number;
   /** collect Node process metrics (default true) */
   defaultMetrics?: boolean;
-  /** monotonic clock in ms for the breaker and decision timing (default `performance.now`) */
+  /** monotonic clock in ms for the breaker, leases and decision timing (default `performance.now`) */
   now?: () => number;
   /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
   offendersFlushMs?: number;
@@ -68,11 +77,10 @@ export interface Gateway {
   readonly proxy: FastifyInstance;
   readonly admin: FastifyInstance;
   readonly metrics: GatewayMetrics;
-  readonly rules: RulesCache;
-  readonly store: GuardedStore;
-  /** what the limiter decided and settled, for subscribers */
-  readonly events: LimiterEvents;
-  /** top offenders: this gateway's own counts, and their flush to Redis (undefined without Redis) */
+  readonly rules: RulesSource;
+  /** the decision core and its collaborators (store policy, denial cache, leases, events) */
+  readonly limiter: Limiter;
+  /** top offenders: this gateway's own counts, and their flush to Redis (a no-op without Redis) */
   readonly offenders: { log: OffenderLog; flush(): Promise<void> };
   /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
@@ -83,6 +91,98 @@ export interface Gateway {
 }
 
 export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
+  const proxy = createProxyListener(config, deps);
+  const log = proxy.log;
+  const admin = Fastify({
+    loggerInstance: log.child({ listener: 'admin' }),
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
+  const primary = deps.store ?? createPrimaryStore(config, log);
+  const limiter = createLimiter({
+    config,
+    primary,
+    metrics,
+    log,
+    storeCoolDownMs: deps.storeCoolDownMs,
+    now: deps.now,
+  });
+  const offenders = trackOffenders(limiter, primary, config, deps, log);
+  const rules = deps.rules ?? createRulesCache(config, metrics, log);
+  let closing = false;
+  const isClosing = () => closing;
+
+  proxy.addHook(
+    'onRequest',
+    admitRequest({
+      upstreams: config.upstreams,
+      metrics,
+      trustProxy: config.trustProxy !== false,
+      isClosing,
+      bodyLimitBytes: config.bodyLimitBytes,
+    }),
+  );
+  proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
+  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
+  const upstreamsRegistered = registerUpstreams(proxy, {
+    upstreams: config.upstreams,
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    bodyLimitBytes: config.bodyLimitBytes,
+    metrics,
+  });
+  registerAdminRoutes(admin, {
+    rules,
+    core: limiter.core,
+    primary,
+    redisKeyPrefix: config.redisKeyPrefix,
+    metrics,
+    offenders: offenders.log,
+    isClosing,
+  });
+
+  let closed: Promise<void> | undefined;
+  return {
+    config,
+    proxy,
+    admin,
+    metrics,
+    rules,
+    limiter,
+    offenders: { log: offenders.log, flush: () => offenders.flusher?.flush() ?? Promise.resolve() },
+    async start() {
+      await upstreamsRegistered;
+      rules.start((snapshot) => {
+        limiter.core.setRules(snapshot.compiled);
+        metrics.rulesVersion.set(snapshot.version);
+        metrics.rulesCount.set(snapshot.compiled.size);
+        metrics.rulesLoaded.set(1);
+        metrics.rulesConfirmedAtMs = Date.now();
+      });
+      await waitForRedis(primary, config, log);
+      if (deps.offendersFlushMs !== 0) offenders.flusher?.start();
+      await admin.listen({ port: config.adminPort, host: config.host });
+      await proxy.listen({ port: config.port, host: config.host });
+      return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
+    },
+    ready: () => rules.whenLoaded(),
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        await upstreamsRegistered.catch(() => {});
+        await proxy.close();
+        await rules.stop();
+        await limiter.core.close(); // unused lease tokens back to the store while it is still open
+        await offenders.flusher?.stop();
+        await limiter.store.close();
+        await admin.close();
+      })();
+      return closed;
+    },
+  };
+}
+
+/** The proxy listener: Node's limits and timeouts, the normalised target, every answer with a code. */
+function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyInstance {
   const proxy = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
     // one log line per request costs more than the rest of the gateway's work on it
@@ -98,10 +198,10 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       connectionsCheckingInterval: connectionsCheckingIntervalMs(config.headersTimeoutMs),
-      // rewriteTarget refuses an HTTP/1.1 request without Host itself, with a code like every other answer
+      // the admission hook refuses an HTTP/1.1 request without Host itself, with a code like every other answer
       requireHostHeader: false,
     },
-    // admitRequest answers requests that arrive while closing with SLUICE_SHUTTING_DOWN
+    // the admission hook answers requests that arrive while closing with SLUICE_SHUTTING_DOWN
     return503OnClosing: false,
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -109,41 +209,56 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       socket.destroySoon();
     },
   });
-  const log = proxy.log;
   // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
-  // rate-limit hook sends the 100 itself, only to admitted requests.
+  // limit hook sends the 100 itself, only to admitted requests.
   proxy.server.on('checkContinue', (request, response) => proxy.server.emit('request', request, response));
-  const admin = Fastify({
-    loggerInstance: log.child({ listener: 'admin' }),
-    logController: new LogController({ disableRequestLogging: true }),
-  });
+  registerRequestContext(proxy);
+  return proxy;
+}
 
-  const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
-  const primary = deps.store ?? createPrimaryStore(config, log);
-  const store = new GuardedStore({
-    primary,
-    policy: config.storeFailure,
-    // an in-process primary cannot fail, so it is its own fallback
-    local:
-      primary.kind === 'memory'
-        ? primary
-        : config.storeFailure === 'local'
-          ? new MemoryStore({ maxKeys: config.localStoreMaxKeys })
-          : undefined,
+/** Fastify's own errors (a Content-Length it cannot read, a body over the limit) as answers with our codes. */
+function answerFastifyErrors(bodyLimitBytes: number) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
+    if (statusCode >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
+      return;
+    }
+    if (statusCode === 413) {
+      reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes)));
+      return;
+    }
+    reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message));
+  };
+}
+
+function createRulesCache(
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  log: FastifyBaseLogger,
+): RulesCache {
+  return new RulesCache({
+    rulesApiUrl: config.rulesApiUrl,
+    token: config.rulesApiToken,
+    refresh: config.rulesRefresh,
+    fetchTimeoutMs: config.rulesFetchTimeoutMs,
     metrics,
     log,
-    coolDownMs: deps.storeCoolDownMs,
-    now: deps.now,
   });
-  const denials = new DenialCache(config.denialCacheSize);
-  metrics.denialCacheSize = () => denials.size;
-  const events = new LimiterEvents();
-  const leases = new LeaseManager({ store, leaseMs: config.leaseMs, now: deps.now });
-  metrics.leaseTokensOutstanding = () => leases.outstandingTokens;
-  events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
+}
+
+/** Top offenders: every denial the limiter announces, counted here and sent to Redis now and then. */
+function trackOffenders(
+  limiter: Limiter,
+  primary: Store,
+  config: GatewayConfig,
+  deps: GatewayDeps,
+  log: FastifyBaseLogger,
+): { log: OffenderLog; flusher: OffenderFlusher | undefined } {
   const offenderLog = new OffenderLog();
-  events.onDenied((event) => offenderLog.record(event));
-  const offenderFlusher =
+  limiter.events.onDenied((event) => offenderLog.record(event));
+  const flusher =
     primary instanceof RedisStore
       ? new OffenderFlusher({
           log: offenderLog,
@@ -153,172 +268,21 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
           logger: log,
         })
       : undefined;
-  const limiter = new RateLimiter({
-    store,
-    denials,
-    metrics,
-    events,
-    leases,
-    slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
-    trustProxy: config.trustProxy !== false,
-    now: deps.now,
-  });
-  const rules = new RulesCache({
-    rulesApiUrl: config.rulesApiUrl,
-    token: config.rulesApiToken,
-    refresh: config.rulesRefresh,
-    fetchTimeoutMs: config.rulesFetchTimeoutMs,
-    metrics,
-    log,
-    onChange: (snapshot) => limiter.setRuleSet(snapshot),
-  });
-
-  let closing = false;
-  proxy.addHook(
-    'onRequest',
-    admitRequest({
-      upstreams: config.upstreams,
-      metrics,
-      trustProxy: config.trustProxy !== false,
-      isClosing: () => closing,
-      bodyLimitBytes: config.bodyLimitBytes,
-    }),
-  );
-  proxy.addHook('onRequest', limiter.onRequest);
-  proxy.setErrorHandler((error: FastifyError, request, reply) => {
-    const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
-    if (statusCode >= 500) {
-      request.log.error({ err: error }, 'request failed');
-      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
-      return;
-    }
-    // Fastify's own 4xx (a Content-Length it cannot read, a body over the limit): one of our codes
-    const code = statusCode === 413 ? 'SLUICE_BODY_TOO_LARGE' : 'SLUICE_BAD_REQUEST';
-    reply.code(statusCode === 413 ? 413 : 400).send(errorBody(code, error.message));
-  });
-  const proxyRoutes = registerProxies(proxy, {
-    upstreams: config.upstreams,
-    upstreamTimeoutMs: config.upstreamTimeoutMs,
-    bodyLimitBytes: config.bodyLimitBytes,
-    metrics,
-  });
-
-  admin.get('/healthz', async () => ({ status: 'ok' }));
-  admin.get('/readyz', async (_request, reply) => {
-    const current = rules.current;
-    if (closing || current === undefined) {
-      reply.code(503);
-      return { status: closing ? 'closing' : 'loading rules', rulesVersion: null };
-    }
-    return { status: 'ready', rulesVersion: current.version, rules: current.compiled.size };
-  });
-  admin.get('/metrics', async (_request, reply) => {
-    reply.type(metrics.registry.contentType);
-    return metrics.registry.metrics();
-  });
-  const currentRules = () => rules.current?.compiled;
-  registerOffendersRoute(admin, { log: offenderLog, rules: currentRules });
-  registerUsageRoute(admin, {
-    rules: currentRules,
-    peek: async (checks) => {
-      if (primary instanceof RedisStore) return peekRedis(primary.client, config.redisKeyPrefix, checks);
-      if (primary instanceof MemoryStore) {
-        const { states, nowMs } = primary.peekStates(checks.map((check) => check.key));
-        return peekOutcomes(checks, states, nowMs);
-      }
-      throw new Error(`usage cannot read a ${primary.kind} store`);
-    },
-  });
-
-  let closed: Promise<void> | undefined;
-  const gateway: Gateway = {
-    config,
-    proxy,
-    admin,
-    metrics,
-    rules,
-    store,
-    events,
-    offenders: { log: offenderLog, flush: () => offenderFlusher?.flush() ?? Promise.resolve() },
-    async start() {
-      await proxyRoutes;
-      rules.start();
-      if (primary instanceof RedisStore) {
-        // Give Redis a moment to connect, so the first requests are not decided by the failure policy.
-        // A Redis that is down is not fatal: the policy decides until it comes back.
-        await primary.ready(REDIS_CONNECT_WAIT_MS).catch((error: unknown) => {
-          log.warn(
-            { err: error },
-            `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
-          );
-        });
-      }
-      if (deps.offendersFlushMs !== 0) offenderFlusher?.start();
-      await admin.listen({ port: config.adminPort, host: config.host });
-      await proxy.listen({ port: config.port, host: config.host });
-      return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
-    },
-    ready: () => rules.whenLoaded(),
-    close() {
-      closed ??= (async () => {
-        closing = true;
-        await proxyRoutes.catch(() => {});
-        await proxy.close();
-        await rules.stop();
-        await limiter.close(); // unused lease tokens back to the store while it is still open
-        await offenderFlusher?.stop();
-        await store.close();
-        await admin.close();
-      })();
-      return closed;
-    },
-  };
-  return gateway;
+  return { log: offenderLog, flusher };
 }
 
-function createPrimaryStore(config: GatewayConfig, log: FastifyBaseLogger): Store {
-  if (config.redisUrl === undefined && config.redisClusterNodes === undefined) {
+/**
+ * Gives Redis a moment to connect, so the first requests are not decided by the failure policy. A
+ * Redis that is down is not fatal: the policy decides until it comes back.
+ */
+async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyBaseLogger): Promise<void> {
+  if (!(primary instanceof RedisStore)) return;
+  await primary.ready(REDIS_CONNECT_WAIT_MS).catch((error: unknown) => {
     log.warn(
-      'REDIS_URL is not set: limits are kept in this process only. Each gateway replica enforces its own ' +
-        'limits (N replicas admit N times the limit). Set REDIS_URL to share them.',
+      { err: error },
+      `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
     );
-    return new MemoryStore({ maxKeys: config.localStoreMaxKeys });
-  }
-  const cluster = config.redisClusterNodes !== undefined;
-  const what = cluster ? 'the Redis Cluster' : 'Redis';
-  const store = new RedisStore(
-    config.redisClusterNodes ? { clusterNodes: config.redisClusterNodes } : config.redisUrl!,
-    {
-      keyPrefix: config.redisKeyPrefix,
-      commandTimeoutMs: config.storeTimeoutMs,
-      coalesceWrites: true,
-      onGiveBackFailure: (error) =>
-        log.warn(
-          { err: error },
-          'could not give back a cross-slot charge: the limit stays charged until it refills',
-        ),
-    },
-  );
-  let connected = false;
-  store.client.on('ready', () => {
-    connected = true;
-    log.info(`connected to ${what}`);
   });
-  store.client.on(cluster ? 'end' : 'close', () => {
-    if (!connected) return;
-    connected = false;
-    log.warn(`lost the connection to ${what}; reconnecting`);
-  });
-  if (cluster) {
-    // a node lost or a slot moved: ioredis follows; say so once per change, not per request
-    store.client.on('+node', (node: { options?: { host?: string; port?: number } }) =>
-      log.info(`Redis Cluster node ${node.options?.host}:${node.options?.port} joined`),
-    );
-    store.client.on('-node', (node: { options?: { host?: string; port?: number } }) =>
-      log.warn(`Redis Cluster node ${node.options?.host}:${node.options?.port} left`),
-    );
-  }
-  return store;
 }
 
 function listeningUrl(app: FastifyInstance): string {

@@ -4,7 +4,7 @@
  */
 import closeWithGrace from 'close-with-grace';
 import { buildGateway } from './app.js';
-import { ConfigError, type GatewayConfig, loadConfig } from './config.js';
+import { ConfigError, type GatewayConfig, loadConfig } from './config/config.js';
 
 let config: GatewayConfig;
 try {

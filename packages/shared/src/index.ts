@@ -1,6 +1,7 @@
 export * from './analytics/offenders.js';
 export * from './config/env-vars.js';
 export * from './config/read-env.js';
+export * from './decision/index.js';
 export * from './http/client-key.js';
 export * from './http/error-body.js';
 export * from './http/normalize-host.js';
@@ -28,6 +29,5 @@ export * from './limiter/memory-store.js';
 export * from './limiter/peek.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
 export * from './rules/duration.js';
-export * from './rules/explain.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { buildGateway, type Gateway, type GatewayDeps } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 
 export interface RunningGateway {
   gateway: Gateway;

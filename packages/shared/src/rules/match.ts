@@ -80,6 +80,8 @@ export interface CompiledLimit {
 /** What the gateway needs per request, computed once per rule-set refresh. */
 export interface CompiledRule {
   readonly rule: Rule;
+  /** its position in `CompiledRuleSet.rules` (per-rule data elsewhere is kept in arrays indexed by it) */
+  readonly index: number;
   readonly id: string;
   readonly name: string;
   readonly priority: number;
@@ -250,10 +252,11 @@ function accepts(entry: Entry, lookup: Lookup): boolean {
   if ((entry.methodMask & lookup.methodBit) === 0) return false;
   const headers = entry.headers;
   if (headers !== undefined) {
-    const read = lookup.req.header;
-    if (read === undefined) return false;
+    const req = lookup.req;
+    if (req.header === undefined) return false;
     for (let i = 0; i < headers.length; i += 2) {
-      const values = read(headers[i]!);
+      // called as a method: a request's facts may be an object whose `header` reads its own fields
+      const values = req.header(headers[i]!);
       if (values === undefined || values.length !== 1 || values[0] !== headers[i + 1]) return false;
     }
   }
@@ -475,7 +478,7 @@ interface CompiledEntry {
   caseInsensitive: boolean;
 }
 
-function compileRule(rule: Rule): CompiledEntry {
+function compileRule(rule: Rule, index: number): CompiledEntry {
   const errors = checkRule(rule);
   if (errors.length > 0) throw new RuleCompileError(rule.name, errors);
   const limits = Object.freeze(compileLimits(rule));
@@ -483,6 +486,7 @@ function compileRule(rule: Rule): CompiledEntry {
   const conditions = ruleConditions(rule.match);
   const compiled: CompiledRule = Object.freeze({
     rule,
+    index,
     id: rule.id,
     name: rule.name,
     priority: rule.priority,
@@ -568,7 +572,7 @@ export function compileRules(rules: readonly Rule[]): CompiledRuleSet {
   const compiledRules: CompiledRule[] = [];
   for (const rule of rules) {
     if (!rule.enabled) continue;
-    const { compiled, entry, segments, caseInsensitive } = compileRule(rule);
+    const { compiled, entry, segments, caseInsensitive } = compileRule(rule, compiledRules.length);
     compiledRules.push(compiled);
     (caseInsensitive ? folded : exact).add(rule.match.host?.toLowerCase(), segments, entry);
   }

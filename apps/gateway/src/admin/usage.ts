@@ -1,0 +1,94 @@
+/**
+ * `GET /usage?rule=<name>&client=<client key>` on the admin port: where one client stands against
+ * every limit of one rule now, charging nothing (docs/visibility.md). The limits' states are read
+ * (Redis MGET + TIME, or the in-process store) and evaluated with the TypeScript twins of the
+ * algorithms, so the answer is what the client's next request would be told by each limit.
+ */
+import { isIP } from 'node:net';
+import {
+  type CompiledRule,
+  type CompiledRuleSet,
+  GLOBAL_CLIENT_KEY,
+  ipClientKey,
+  type LimitCheck,
+  type LimitOutcome,
+  limitKey,
+  MAX_CLIENT_KEY_BYTES,
+  type RulePlan,
+  usageOf,
+} from '@sluice/shared';
+import type { FastifyInstance } from 'fastify';
+import { errorBody } from '../http/errors.js';
+import { adminRule } from './admin-rule.js';
+
+export interface UsageRouteOptions {
+  rules: () => CompiledRuleSet | undefined;
+  /** the decision core's plan of a rule: each limit's store key name and spec, as requests use them */
+  planOf: (rule: CompiledRule) => RulePlan;
+  /** each check's outcome now, charging nothing (peek.ts); rejects when the store cannot be read */
+  peek: (checks: readonly LimitCheck[]) => Promise<LimitOutcome[]>;
+  /** requests still being served per limit key; 0 until limits count concurrency */
+  inFlight?: (key: string) => number;
+}
+
+/**
+ * Whether `key` is a client key as the gateway writes it: `global`, `header:<value>` (at most 256
+ * bytes, else its SHA-256), or `ip:<address>` in the gateway's canonical form (IPv6 as its /64).
+ */
+export function isClientKey(key: string): boolean {
+  if (key === GLOBAL_CLIENT_KEY) return true;
+  if (key.startsWith('header:')) {
+    const value = key.slice('header:'.length);
+    return value !== '' && Buffer.byteLength(value) <= MAX_CLIENT_KEY_BYTES && !/[\r\n\0]/.test(value);
+  }
+  if (key.startsWith('ip:')) {
+    const address = key.slice('ip:'.length).replace(/::\/64$/, '::');
+    return isIP(address) !== 0 && ipClientKey(address) === key;
+  }
+  return false;
+}
+
+export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOptions): void {
+  admin.get<{ Querystring: Record<string, unknown> }>('/usage', async (request, reply) => {
+    const { rule: name, client } = request.query;
+    if (typeof name !== 'string' || name === '' || typeof client !== 'string' || !isClientKey(client)) {
+      reply.code(400);
+      return errorBody(
+        'SLUICE_ADMIN_BAD_QUERY',
+        'expected ?rule=<rule name>&client=<client key: ip:<address>, header:<value> or global>',
+      );
+    }
+    const found = adminRule(options.rules(), name, reply);
+    if ('answer' in found) return found.answer;
+    const rule = options.planOf(found.rule);
+    // a global limit counts everyone under one key, whoever asks
+    const checks: LimitCheck[] = rule.limits.map((limit) => ({
+      key: limitKey('', rule.id, limit.keyName, limit.clientBy === 'global' ? GLOBAL_CLIENT_KEY : client),
+      spec: limit.spec,
+      cost: limit.cost,
+    }));
+    let outcomes: LimitOutcome[];
+    try {
+      outcomes = await options.peek(checks);
+    } catch (error) {
+      request.log.warn({ err: error }, 'usage: the store could not be read');
+      reply.code(503).header('retry-after', '1');
+      return errorBody('SLUICE_STORE_UNAVAILABLE', 'the rate limit store cannot be read right now');
+    }
+    return {
+      rule: name,
+      client,
+      limits: rule.limits.map((limit, i) => {
+        const usage = usageOf(limit.spec, outcomes[i]!);
+        return {
+          name: limit.name,
+          algorithm: limit.spec.algorithm,
+          remaining: usage.remaining,
+          debt: usage.debt,
+          inFlight: options.inFlight?.(checks[i]!.key) ?? 0,
+          fullInSeconds: usage.fullInSeconds,
+        };
+      }),
+    };
+  });
+}

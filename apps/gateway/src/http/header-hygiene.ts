@@ -1,0 +1,74 @@
+/**
+ * What crosses the proxy and what does not (docs/gateway.md): hop-by-hop headers are dropped both
+ * ways (RFC 9110 §7.6.1), and a limited request's response carries the gateway's RateLimit headers,
+ * never the upstream's, nor the upstream's charge header (it is the gateway's to read: it feeds the
+ * request's exchange).
+ */
+import type { FastifyHttpProxyOptions } from '@fastify/http-proxy';
+
+/** Request headers that describe this hop only (RFC 9110 §7.6.1), never forwarded upstream. */
+const HOP_BY_HOP_REQUEST = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+  // Node answers `Expect: 100-continue` itself; forwarding it would make the upstream wait for a body twice
+  'expect',
+];
+/** Response headers that describe the upstream's hop only, never sent to the client. */
+const HOP_BY_HOP_RESPONSE = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+];
+
+function connectionTokens(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  const text = Array.isArray(value) ? value.join(',') : value;
+  return text
+    .toLowerCase()
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
+}
+
+export type ReplyHooks = NonNullable<FastifyHttpProxyOptions['replyOptions']>;
+
+export const stripRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
+  // reply-from already dropped `connection` and the names it lists (from a copy of the headers)
+  for (const name of connectionTokens(request.headers.connection)) delete headers[name];
+  for (const name of HOP_BY_HOP_REQUEST) delete headers[name];
+  // A body the gateway does not forward (GET/HEAD, or none parsed) must not be announced upstream.
+  if (request.body == null) delete headers['content-length'];
+  return headers;
+};
+
+export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (headers, request) => {
+  const listed = headers.connection;
+  if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
+  for (const name of HOP_BY_HOP_RESPONSE) delete headers[name];
+  const context = request?.sluice;
+  if (context?.limited) {
+    delete headers.ratelimit;
+    delete headers['ratelimit-policy'];
+    // the upstream's price of the request is for the gateway only (docs/lifecycle.md)
+    const exchange = context.exchange;
+    const chargeHeader = exchange?.rule.charge?.header;
+    if (chargeHeader !== undefined) {
+      exchange!.chargeHeader = headers[chargeHeader];
+      delete headers[chargeHeader];
+    }
+  }
+  return headers;
+};

@@ -1,0 +1,85 @@
+/**
+ * The gateway's limiter: the decision core (`@sluice/shared`, transport-free) with its collaborators
+ * wired to this gateway — the primary store behind the store policy (circuit breakers,
+ * STORE_FAILURE), the denial cache, the lease manager, the events bus — and its counters bound to
+ * the gateway's metrics.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  DecisionCore,
+  DenialCache,
+  GuardedStore,
+  LeaseManager,
+  LimiterEvents,
+  MemoryStore,
+  type Store,
+} from '@sluice/shared';
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayConfig } from '../config/config.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+
+/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
+export const SLOT_LEASE_MARGIN_MS = 5_000;
+
+export interface Limiter {
+  readonly core: DecisionCore;
+  /** the primary store behind its breakers and failure policy */
+  readonly store: GuardedStore;
+  readonly events: LimiterEvents;
+  readonly leases: LeaseManager;
+  readonly denials: DenialCache;
+}
+
+export interface LimiterOptions {
+  config: GatewayConfig;
+  primary: Store;
+  metrics: GatewayMetrics;
+  log: FastifyBaseLogger;
+  /** how long the store's circuit breaker stays open before probing, ms */
+  storeCoolDownMs?: number;
+  /** monotonic clock in ms (default `performance.now`) */
+  now?: () => number;
+}
+
+export function createLimiter({
+  config,
+  primary,
+  metrics,
+  log,
+  storeCoolDownMs,
+  now,
+}: LimiterOptions): Limiter {
+  const store = new GuardedStore({
+    primary,
+    policy: config.storeFailure,
+    // an in-process primary cannot fail, so it is its own fallback
+    local:
+      primary.kind === 'memory'
+        ? primary
+        : config.storeFailure === 'local'
+          ? new MemoryStore({ maxKeys: config.localStoreMaxKeys })
+          : undefined,
+    metrics: metrics.storePolicyMetrics(primary.kind, config.storeFailure),
+    log,
+    coolDownMs: storeCoolDownMs,
+    now,
+  });
+  const denials = new DenialCache(config.denialCacheSize);
+  metrics.denialCacheSize = () => denials.size;
+  const leases = new LeaseManager({ store, leaseMs: config.leaseMs, now });
+  metrics.leaseTokensOutstanding = () => leases.outstandingTokens;
+  const events = new LimiterEvents();
+  events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
+  const core = new DecisionCore({
+    store,
+    denials,
+    leases,
+    events,
+    meter: metrics.decisionMeter(),
+    now,
+    slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
+    // slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request
+    slotIdPrefix: `${randomUUID()}:`,
+  });
+  return { core, store, events, leases, denials };
+}

@@ -1,0 +1,225 @@
+/**
+ * Prometheus metrics of one gateway, in a registry of its own (never prom-client's global one), so
+ * several gateways in one process (tests, the bench) do not collide. Served on the admin listener.
+ */
+import type { DecisionMeter, StoreFailurePolicy, StorePolicyMetrics } from '@sluice/shared';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What `sluice_requests_total{decision}` says about one request. */
+export type RequestDecision =
+  /** the rule admitted it */
+  | 'allowed'
+  /** the rule denied it (429) */
+  | 'denied'
+  /** a shadow rule would have denied it; it was proxied */
+  | 'shadow_denied'
+  /** no rule applies: proxied without limit */
+  | 'unlimited'
+  /** STORE_FAILURE=closed and the store failed (503) */
+  | 'unavailable';
+
+/**
+ * A request counter cell: the hot path adds to a plain number, and the cell is folded into
+ * `sluice_requests_total` when Prometheus scrapes (prom-client hashes the label set on every
+ * `inc`, which is wasted work per request).
+ */
+export class RequestCounterCell {
+  pending = 0;
+  constructor(readonly labels: { rule: string; decision: RequestDecision }) {}
+  inc(): void {
+    this.pending++;
+  }
+}
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+
+  /** when the rules API last confirmed the rule set in use (ms since the epoch); set by the rules cache */
+  rulesConfirmedAtMs: number | undefined;
+  /** how many denials the denial cache holds; set by the gateway */
+  denialCacheSize: () => number = () => 0;
+  /** tokens this gateway holds in leases (lease mode); set by the gateway */
+  leaseTokensOutstanding: () => number = () => 0;
+
+  readonly #requestCells = new Map<string, RequestCounterCell>();
+
+  readonly requests = new Counter({
+    name: 'sluice_requests_total',
+    help: 'Requests by the rule that applied (empty when none) and the decision',
+    labelNames: ['rule', 'decision'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const cell of this.#requestCells.values()) {
+        if (cell.pending === 0) continue;
+        this.requests.inc(cell.labels, cell.pending);
+        cell.pending = 0;
+      }
+    },
+  });
+
+  readonly settlements = new Counter({
+    name: 'sluice_settlements_total',
+    help: 'Ends of exchanges sent to the store, by kind (refund, charge, release: slots only) and result (ok, error)',
+    labelNames: ['kind', 'result'] as const,
+    registers: [this.registry],
+  });
+
+  /** The counter cell of one (rule, decision); the same cell for the same labels. */
+  requestCell(rule: string, decision: RequestDecision): RequestCounterCell {
+    const id = `${decision}\0${rule}`;
+    let cell = this.#requestCells.get(id);
+    if (cell === undefined) {
+      cell = new RequestCounterCell({ rule, decision });
+      this.#requestCells.set(id, cell);
+    }
+    return cell;
+  }
+
+  readonly decisionSeconds = new Histogram({
+    name: 'sluice_decision_duration_seconds',
+    help: 'Time to get one limiter decision from the store, by store (redis, memory, local fallback)',
+    labelNames: ['store'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
+
+  readonly storeErrors = new Counter({
+    name: 'sluice_store_errors_total',
+    help: 'Store decisions that failed, by reason (timeout, error)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly storeFallbacks = new Counter({
+    name: 'sluice_store_fallbacks_total',
+    help: 'Decisions taken by the STORE_FAILURE policy instead of the store, by policy',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+
+  readonly breakerState = new Gauge({
+    name: 'sluice_store_breaker_state',
+    help: 'Circuit breaker in front of the store: 0 closed (store used), 1 open (policy used), 2 half-open (probing)',
+    registers: [this.registry],
+  });
+
+  readonly cachedDenials = new Counter({
+    name: 'sluice_denials_cached_total',
+    help: 'Denials answered from the local denial cache without asking the store',
+    registers: [this.registry],
+  });
+
+  readonly denialCacheEntries = new Gauge({
+    name: 'sluice_denial_cache_entries',
+    help: 'Denials currently remembered locally',
+    registers: [this.registry],
+    collect: () => {
+      this.denialCacheEntries.set(this.denialCacheSize());
+    },
+  });
+
+  readonly leaseTokens = new Gauge({
+    name: 'sluice_lease_tokens_outstanding',
+    help: 'Tokens this gateway holds in leases (lease mode), summed over limits: the most it may under-admit',
+    registers: [this.registry],
+    collect: () => {
+      this.leaseTokens.set(this.leaseTokensOutstanding());
+    },
+  });
+
+  readonly storeCalls = new Counter({
+    name: 'sluice_store_calls_total',
+    help: 'Calls to the primary store (one script call each), by operation (acquire, settle)',
+    labelNames: ['op'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rulesVersion = new Gauge({
+    name: 'sluice_rules_version',
+    help: 'Version of the rule-set snapshot in use (-1 before the first load)',
+    registers: [this.registry],
+  });
+
+  readonly rulesCount = new Gauge({
+    name: 'sluice_rules_enabled',
+    help: 'Enabled rules in the rule set in use',
+    registers: [this.registry],
+  });
+
+  readonly rulesAgeSeconds = new Gauge({
+    name: 'sluice_rules_age_seconds',
+    help: 'Seconds since the rules API last confirmed the rule set in use (a 200 or a 304); -1 before the first load',
+    registers: [this.registry],
+    collect: () => {
+      const at = this.rulesConfirmedAtMs;
+      this.rulesAgeSeconds.set(at === undefined ? -1 : Math.max(0, (Date.now() - at) / 1000));
+    },
+  });
+
+  readonly rulesRefreshFailures = new Counter({
+    name: 'sluice_rules_refresh_failures_total',
+    help: 'Snapshot loads that failed (rules API unreachable, bad answer, invalid rule); the last good set is kept',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rulesLoaded = new Gauge({
+    name: 'sluice_rules_loaded',
+    help: '1 once a rule set has been loaded (the gateway is ready), else 0',
+    registers: [this.registry],
+  });
+
+  readonly upstreamErrors = new Counter({
+    name: 'sluice_upstream_errors_total',
+    help: 'Proxied requests that failed at the upstream, by upstream prefix and kind (unreachable, timeout, error)',
+    labelNames: ['upstream', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly badRequests = new Counter({
+    name: 'sluice_bad_requests_total',
+    help: 'Requests refused without a rule decision, by code (unsafe paths, bodies too large, rules not loaded, no upstream)',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
+  /** The decision core's counters, as request cells of `sluice_requests_total`. */
+  decisionMeter(): DecisionMeter {
+    return {
+      requests: (rule) => ({
+        allowed: this.requestCell(rule, 'allowed'),
+        denied: this.requestCell(rule, 'denied'),
+        shadowDenied: this.requestCell(rule, 'shadow_denied'),
+        unavailable: this.requestCell(rule, 'unavailable'),
+        unlimited: this.requestCell(rule, 'unlimited'),
+      }),
+      cachedDenials: this.cachedDenials,
+    };
+  }
+
+  /** What the store policy reports, bound to its metrics once (each label set hashed once, not per call). */
+  storePolicyMetrics(primary: 'redis' | 'memory', policy: StoreFailurePolicy): StorePolicyMetrics {
+    const latency = {
+      primary: this.decisionSeconds.labels(primary),
+      local: this.decisionSeconds.labels('local'),
+    };
+    const errors = { timeout: this.storeErrors.labels('timeout'), error: this.storeErrors.labels('error') };
+    const calls = { acquire: this.storeCalls.labels('acquire'), settle: this.storeCalls.labels('settle') };
+    const fallbacks = this.storeFallbacks.labels(policy);
+    return {
+      decisionSeconds: (store, seconds) => latency[store].observe(seconds),
+      fallback: () => fallbacks.inc(),
+      storeError: (kind) => errors[kind].inc(),
+      storeCall: (kind) => calls[kind].inc(),
+      breakerState: (value) => this.breakerState.set(value),
+    };
+  }
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    this.rulesVersion.set(-1);
+    this.rulesLoaded.set(0);
+    this.breakerState.set(0);
+    if (options.defaultMetrics !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' });
+  }
+}

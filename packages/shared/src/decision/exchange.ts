@@ -1,0 +1,147 @@
+/**
+ * A request's whole life after admission (docs/lifecycle.md), in one object: the settle-or-release
+ * handle a `Decision` carries. The decision core creates it; the transport feeds it (response status,
+ * the charge header, body bytes, its own 502/504) and ends it, exactly once, whichever way the
+ * exchange ends: the response complete, the client gone mid-request or mid-response, the upstream
+ * unreachable or timed out, or the request refused by a later check. `end()` is idempotent, so a
+ * transport may call it from every ending it sees (Node reports them all as the response's `close`).
+ *
+ * Settlement, one store call each:
+ * - at the response headers: a refund (the status is one of `refund.statuses`: the whole cost back) or
+ *   a charge from a header or from the upstream's time (each token bucket and sliding window settled by
+ *   the difference, the real cost capped at `charge.max`);
+ * - at the end: the slots given back, with whatever cost settlement is still due (bytes: the body is
+ *   over; a refund for the gateway's own 502/504) in the same call.
+ * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
+ */
+import type { LimitCheck, Settlement } from '../limiter/limits.js';
+import type { CompiledCharge } from '../rules/match.js';
+import type { DecidedBy } from './store-policy.js';
+
+export interface ExchangeRule {
+  readonly name: string;
+  readonly charge: CompiledCharge | undefined;
+  readonly refundStatuses: ReadonlySet<number> | undefined;
+}
+
+export type SettlementKind = 'refund' | 'charge' | 'release';
+
+/** Where an exchange's settlements go (the decision core): the store that took the admission. */
+export interface SettleSink {
+  settle(exchange: Exchange, kind: SettlementKind, settlements: readonly Settlement[]): void;
+}
+
+/** A cost an upstream may state: a plain non-negative decimal number (`12`, `0.5`, `1e3`). */
+const COST_PATTERN = /^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/** The cost an upstream's charge header states, or undefined (absent, repeated, not a number ≥ 0). */
+export function statedCost(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== 'string') return undefined;
+  const text = value.trim();
+  if (!COST_PATTERN.test(text)) return undefined;
+  const cost = Number(text);
+  return Number.isFinite(cost) && cost >= 0 ? cost : undefined;
+}
+
+export class Exchange {
+  /** the charge header's value as the upstream sent it (the header itself never reaches the client) */
+  chargeHeader: string | string[] | undefined;
+  /** response body bytes sent so far (counted only for `charge.from: "bytes"`) */
+  bytes = 0;
+  #responded = false;
+  /** the cost is settled (or refunded, or stands): nothing more to do about it */
+  #costDone: boolean;
+  /** a refund is due at the end (the gateway's own 502/504) */
+  #refundAtEnd = false;
+  #ended = false;
+
+  constructor(
+    readonly rule: ExchangeRule,
+    readonly checks: readonly LimitCheck[],
+    /** the store that decided the admission: every settlement goes there */
+    readonly decidedBy: DecidedBy,
+    /** the store's clock of the admission (`StoreDecision.atMs`): a window gives back where it counted */
+    readonly admittedAtStoreMs: number,
+    /** monotonic ms when the request was admitted (upstream time is measured from here) */
+    readonly admittedAtMs: number,
+    readonly sink: SettleSink,
+    readonly now: () => number,
+  ) {
+    this.#costDone = rule.charge === undefined && rule.refundStatuses === undefined;
+  }
+
+  /** true when the response body must be counted */
+  get countsBytes(): boolean {
+    return this.rule.charge?.from === 'bytes' && !this.#costDone;
+  }
+
+  /** The upstream's response headers arrived with `status`: refund, or charge from a header or the time. */
+  responded(status: number): void {
+    this.#responded = true;
+    if (this.#costDone) return;
+    if (this.rule.refundStatuses?.has(status)) {
+      this.#costDone = true;
+      this.#send('refund', this.#costSettlements('refund'));
+      return;
+    }
+    const charge = this.rule.charge;
+    if (charge === undefined || charge.from === 'bytes') return; // bytes: at the end
+    this.#costDone = true;
+    const cost =
+      charge.from === 'header'
+        ? statedCost(this.chargeHeader)
+        : Math.ceil((this.now() - this.admittedAtMs) / charge.unitMs);
+    if (cost !== undefined) this.#send('charge', this.#costSettlements(Math.min(cost, charge.max)));
+  }
+
+  /** The gateway answered for the upstream itself (502 unreachable, 504 timed out). */
+  failed(status: 502 | 504): void {
+    if (this.#costDone || this.#responded) return;
+    this.#costDone = true;
+    this.#refundAtEnd = this.rule.refundStatuses?.has(status) === true;
+  }
+
+  /** The exchange is over, whichever way: slots back, and any cost settlement still due. Once. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    let settlements: Settlement[] = [];
+    let kind: SettlementKind = 'release';
+    if (this.#refundAtEnd) {
+      settlements = this.#costSettlements('refund');
+      kind = 'refund';
+    } else if (!this.#costDone && this.#responded && this.rule.charge?.from === 'bytes') {
+      const charge = this.rule.charge;
+      settlements = this.#costSettlements(Math.min(Math.ceil(this.bytes / charge.unitBytes), charge.max));
+      kind = 'charge';
+    }
+    this.#costDone = true;
+    for (const check of this.checks) {
+      if (check.spec.algorithm !== 'concurrency') continue;
+      settlements.push({
+        key: check.key,
+        spec: check.spec,
+        delta: 0,
+        admittedAtMs: this.admittedAtStoreMs,
+        leaseId: check.leaseId,
+      });
+    }
+    if (settlements.length > 0) this.sink.settle(this, kind, settlements);
+  }
+
+  /** Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing). */
+  #costSettlements(cost: number | 'refund'): Settlement[] {
+    const settlements: Settlement[] = [];
+    for (const check of this.checks) {
+      if (check.spec.algorithm === 'concurrency') continue;
+      const delta = cost === 'refund' ? -check.cost : cost - check.cost;
+      if (delta === 0) continue;
+      settlements.push({ key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs });
+    }
+    return settlements;
+  }
+
+  #send(kind: 'refund' | 'charge', settlements: Settlement[]): void {
+    if (settlements.length > 0) this.sink.settle(this, kind, settlements);
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * What the decision core needs of one rule, computed once per rule-set change so that a request
+ * costs a trie lookup and one key per limit, nothing per rule: each limit's store key name and spec
+ * (a concurrency slot's expiry is this gateway's to set), its RateLimit item name, the rule's
+ * lifecycle (charge, refund, slots), lease size, metric counters, and the decisions that carry no
+ * per-request data (unlimited, open, unavailable) as constants.
+ */
+import { headerItemName } from '../limiter/headers.js';
+import type { LimitSpec } from '../limiter/limits.js';
+import type { CompiledCharge, CompiledLimit, CompiledRule } from '../rules/match.js';
+import {
+  type OpenDecision,
+  UNAVAILABLE_RETRY_AFTER_MS,
+  type UnavailableDecision,
+  type UnlimitedDecision,
+} from './decision.js';
+import { leaseRequestsOf } from './lease-manager.js';
+
+/** A counter the core bumps; prom-client counters and the gateway's counter cells both have `inc()`. */
+export interface Counter {
+  inc(): void;
+}
+
+/** The decision counters of one rule. */
+export interface RuleCounters {
+  readonly allowed: Counter;
+  readonly denied: Counter;
+  /** a shadow rule would have denied the request; it was admitted */
+  readonly shadowDenied: Counter;
+  /** `STORE_FAILURE=closed` refused it */
+  readonly unavailable: Counter;
+  /** the rule is `unlimited`, or (rule '') no rule applied */
+  readonly unlimited: Counter;
+}
+
+/** Where the core counts its decisions (the gateway's Prometheus metrics). */
+export interface DecisionMeter {
+  /** the counters of a rule by name ('' for requests no rule applies to), asked once per rule-set change */
+  requests(rule: string): RuleCounters;
+  /** denials answered from the denial cache */
+  readonly cachedDenials: Counter;
+}
+
+const NOT_COUNTED: Counter = { inc() {} };
+const NO_COUNTERS: RuleCounters = {
+  allowed: NOT_COUNTED,
+  denied: NOT_COUNTED,
+  shadowDenied: NOT_COUNTED,
+  unavailable: NOT_COUNTED,
+  unlimited: NOT_COUNTED,
+};
+export const NO_METER: DecisionMeter = { requests: () => NO_COUNTERS, cachedDenials: NOT_COUNTED };
+
+/** One limit of a rule as the core decides it. */
+export interface LimitPlan {
+  /** '' for a v1 rule's single limit */
+  readonly name: string;
+  /**
+   * the limit's part of its store key: the name, `<name>:slots` for a concurrency limit (a sorted set,
+   * never under the key a string state of the same limit name had before an edit of its algorithm)
+   */
+  readonly keyName: string;
+  readonly spec: LimitSpec;
+  /** what one request takes from it */
+  readonly cost: number;
+  readonly clientBy: CompiledLimit['clientBy'];
+  readonly clientHeader: string | undefined;
+  /** its item name in RateLimit headers: `"<rule>"` (v1) or `"<rule>.<limit>"` */
+  readonly headerItem: string;
+}
+
+export interface RulePlan {
+  readonly compiled: CompiledRule;
+  readonly id: string;
+  readonly name: string;
+  readonly shadow: boolean;
+  /** 1: written with `limit` (429 bodies without a limit name); 2: `limits` */
+  readonly format: 1 | 2;
+  readonly unlimited: boolean;
+  /** in the rule's order; empty when unlimited */
+  readonly limits: readonly LimitPlan[];
+  /** the whole `RateLimit-Policy` value ('' when unlimited) */
+  readonly policyHeader: string;
+  /** each limit's RateLimit item name, in order */
+  readonly headerItems: readonly string[];
+  readonly charge: CompiledCharge | undefined;
+  readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** has a concurrency limit (its denials are never cached: a slot may come back any moment) */
+  readonly hasSlots: boolean;
+  /** an admitted request has an exchange to settle (slots, charge or refund) */
+  readonly settles: boolean;
+  /** `mode: "lease"`: most requests one lease holds; 0 = decided exactly */
+  readonly leaseRequests: number;
+  readonly counters: RuleCounters;
+  readonly asUnlimited: UnlimitedDecision;
+  readonly asOpen: OpenDecision;
+  readonly asUnavailable: UnavailableDecision;
+}
+
+export interface PlanOptions {
+  /** how long a concurrency slot this gateway takes is held at most, ms (UPSTREAM_TIMEOUT_MS + 5 s) */
+  slotLeaseMs: number | undefined;
+  meter: DecisionMeter;
+}
+
+export function planRule(compiled: CompiledRule, options: PlanOptions): RulePlan {
+  const name = compiled.name;
+  const limits: LimitPlan[] = compiled.limits.map((limit) => ({
+    name: limit.name,
+    keyName: limit.spec.algorithm === 'concurrency' ? `${limit.name}:slots` : limit.name,
+    spec:
+      limit.spec.algorithm === 'concurrency' && options.slotLeaseMs !== undefined
+        ? Object.freeze({ ...limit.spec, leaseMs: options.slotLeaseMs })
+        : limit.spec,
+    cost: limit.cost,
+    clientBy: limit.clientBy,
+    clientHeader: limit.clientHeader,
+    headerItem: headerItemName(name, limit.name),
+  }));
+  const hasSlots = limits.some((limit) => limit.spec.algorithm === 'concurrency');
+  const plan: Omit<RulePlan, 'asUnlimited' | 'asOpen' | 'asUnavailable'> = {
+    compiled,
+    id: compiled.id,
+    name,
+    shadow: compiled.shadow,
+    format: compiled.format,
+    unlimited: compiled.unlimited,
+    limits: Object.freeze(limits),
+    policyHeader: compiled.policyHeader,
+    headerItems: Object.freeze(limits.map((limit) => limit.headerItem)),
+    charge: compiled.charge,
+    refundStatuses: compiled.refundStatuses,
+    hasSlots,
+    settles: hasSlots || compiled.charge !== undefined || compiled.refundStatuses !== undefined,
+    leaseRequests: compiled.mode === 'lease' ? leaseRequestsOf(limits) : 0,
+    counters: options.meter.requests(name),
+  };
+  const full = plan as RulePlan;
+  Object.assign(full, {
+    asUnlimited: Object.freeze({ kind: 'unlimited', rule: full }),
+    asOpen: Object.freeze({ kind: 'open', rule: full }),
+    asUnavailable: Object.freeze({
+      kind: 'unavailable',
+      rule: full,
+      retryAfterMs: UNAVAILABLE_RETRY_AFTER_MS,
+    }),
+  });
+  return Object.freeze(full);
+}
