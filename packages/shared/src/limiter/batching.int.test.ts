@@ -18,7 +18,8 @@ import {
   type Settlement,
   type StoreDecision,
 } from './limits.js';
-import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS, RedisStore } from './redis-store.js';
+import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS } from './redis/batching.js';
+import { RedisStore } from './redis-store.js';
 import { StoreError } from './store.js';
 import { specArb, specCostArb, specStepMsArb, startMsArb } from './test-arbitraries.js';
 import { SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
