@@ -1,6 +1,7 @@
 /**
  * The Redis limiter store, on one Redis or on a Redis Cluster: one script call (acquire.lua) per
- * request and hash slot, whatever its number of limits, on Redis's own clock (`TIME`). Commands are never queued while Redis is away: a decision fails at once with a
+ * request and hash slot, whatever its number of limits, on Redis's own clock (`TIME`) unless it is
+ * given one. Commands are never queued while Redis is away: a decision fails at once with a
  * `StoreError`, and the gateway's `STORE_FAILURE` policy decides.
  *
  * What it ties together, each in redis/: the client (client.ts), the script as a command and what a
@@ -56,6 +57,16 @@ export interface RedisStoreOptions extends RedisClientOptions {
    * slow). The charge then stands until the limit recovers: the client is limited more, never less.
    */
   onGiveBackFailure?: (error: StoreError) => void;
+  /**
+   * The store's clock in ms, read once when a call is made; default none: Redis `TIME`, the one clock
+   * all gateways share. A simulation's clock (tests walk time freely with it); a gateway never sets it.
+   */
+  now?: () => number;
+  /**
+   * A floor on every written key's time to live, ms; default 0. With `now`, keys whose time to live
+   * counts on the simulated clock would otherwise expire in real time under the simulation.
+   */
+  minTtlMs?: number;
 }
 
 export class RedisStore implements Store {
@@ -66,6 +77,9 @@ export class RedisStore implements Store {
   readonly isCluster: boolean;
   readonly #keyPrefix: string;
   readonly #onGiveBackFailure: ((error: StoreError) => void) | undefined;
+  readonly #now: (() => number) | undefined;
+  /** the script's ARGV[3]: '' for no floor */
+  readonly #minTtlMs: string;
   /** only a client the store created is quit by `close()` */
   readonly #ownsClient: boolean;
   readonly #channel: ScriptChannel;
@@ -80,6 +94,12 @@ export class RedisStore implements Store {
   constructor(redis: RedisClient | string | ClusterSeeds, options: RedisStoreOptions = {}) {
     this.#keyPrefix = options.keyPrefix ?? '';
     this.#onGiveBackFailure = options.onGiveBackFailure;
+    this.#now = options.now;
+    const minTtlMs = options.minTtlMs ?? 0;
+    if (!(minTtlMs >= 0 && Number.isFinite(minTtlMs))) {
+      throw new RangeError(`minTtlMs must be a finite number ≥ 0, got ${minTtlMs}`);
+    }
+    this.#minTtlMs = minTtlMs === 0 ? '' : String(minTtlMs);
     if (typeof redis === 'string' || isClusterSeeds(redis)) {
       this.client = createRedisClient(redis, options);
       this.#ownsClient = true;
@@ -100,30 +120,11 @@ export class RedisStore implements Store {
   }
 
   acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
-    return this.#acquire(checks, '', '');
-  }
-
-  /**
-   * TESTS ONLY: decides on a simulated clock (`nowMs`) instead of Redis `TIME`, and keeps written keys
-   * at least `minTtlMs` so real-time expiry cannot disturb the simulation. Production never calls it.
-   */
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<StoreDecision> {
-    if (!Number.isFinite(nowMs)) {
-      return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
-    }
-    return this.#acquire(checks, String(nowMs), String(minTtlMs));
+    return this.#acquire(checks);
   }
 
   settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
-    return this.#settle(settlements, '', '');
-  }
-
-  /** TESTS ONLY: `settle` on a simulated clock, like `acquireAt`. */
-  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs = 0): Promise<SettledLimit[]> {
-    if (!Number.isFinite(nowMs)) {
-      return Promise.reject(new LimitArgumentError(`nowMs must be finite, got ${nowMs}`));
-    }
-    return this.#settle(settlements, String(nowMs), String(minTtlMs));
+    return this.#settle(settlements);
   }
 
   /** Script calls sent to Redis so far (a batch counts once): Redis calls per request = this ÷ requests. */
@@ -165,11 +166,21 @@ export class RedisStore implements Store {
     }
   }
 
+  /** The script's ARGV[2] for a call made now: '' for Redis TIME, else the store's own clock. */
+  #clock(): string {
+    if (this.#now === undefined) return '';
+    const nowMs = this.#now();
+    if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+    return String(nowMs);
+  }
+
   /**
    * One request's decision: one script call on one Redis, or on a Cluster when its keys share a hash
-   * tag; otherwise one call per slot group (cross-slot.ts).
+   * tag; otherwise one call per slot group (cross-slot.ts). Every call of the request runs on the
+   * clock read when it was asked (before the first await, so calls made in a row keep their instants).
    */
-  async #acquire(checks: readonly LimitCheck[], nowMs: string, minTtlMs: string): Promise<StoreDecision> {
+  async #acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
+    const nowMs = this.#clock();
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertChecks(checks);
     const n = checks.length;
@@ -178,34 +189,29 @@ export class RedisStore implements Store {
     for (let i = 0; i < n; i++) keys[i] = this.#keyPrefix + checks[i]!.key;
     if (this.isCluster && n > 1) {
       const groups = slotGroups(keys);
-      if (groups.length > 1)
-        return acquireAcrossSlots(checks, keys, groups, this.#slotGroupCalls(nowMs, minTtlMs));
+      if (groups.length > 1) return acquireAcrossSlots(checks, keys, groups, this.#slotGroupCalls(nowMs));
     }
-    return this.#acquireGroup(checks, keys, nowMs, minTtlMs);
+    return this.#acquireGroup(checks, keys, nowMs);
   }
 
   /** One script call's "settle" for all of a request's settlements; on a Cluster, one per slot group. */
-  async #settle(
-    settlements: readonly Settlement[],
-    nowMs: string,
-    minTtlMs: string,
-  ): Promise<SettledLimit[]> {
+  async #settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+    const nowMs = this.#clock();
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertSettlements(settlements);
     const n = settlements.length;
     if (n === 0) return [];
     if (this.isCluster && n > 1) {
       const groups = slotGroups(settlements.map((settlement) => this.#keyPrefix + settlement.key));
-      if (groups.length > 1)
-        return settleAcrossSlots(settlements, groups, this.#slotGroupCalls(nowMs, minTtlMs));
+      if (groups.length > 1) return settleAcrossSlots(settlements, groups, this.#slotGroupCalls(nowMs));
     }
-    return this.#settleGroup(settlements, nowMs, minTtlMs);
+    return this.#settleGroup(settlements, nowMs);
   }
 
-  #slotGroupCalls(nowMs: string, minTtlMs: string): SlotGroupCalls {
+  #slotGroupCalls(nowMs: string): SlotGroupCalls {
     return {
-      acquire: (checks, keys) => this.#acquireGroup(checks, keys, nowMs, minTtlMs),
-      settle: (settlements) => this.#settleGroup(settlements, nowMs, minTtlMs),
+      acquire: (checks, keys) => this.#acquireGroup(checks, keys, nowMs),
+      settle: (settlements) => this.#settleGroup(settlements, nowMs),
       onGiveBackFailure: this.#onGiveBackFailure,
     };
   }
@@ -215,21 +221,16 @@ export class RedisStore implements Store {
     checks: readonly LimitCheck[],
     keys: readonly string[],
     nowMs: string,
-    minTtlMs: string,
   ): Promise<StoreDecision> {
     const keysAndArgs = acquireKeysAndArgs(checks, keys);
-    const reply = await this.#channel.call('acquire', checks.length, keysAndArgs, nowMs, minTtlMs);
+    const reply = await this.#channel.call('acquire', checks.length, keysAndArgs, nowMs, this.#minTtlMs);
     return decisionOfReply(reply, checks);
   }
 
   /** One "settle" call: `settlements` share one slot on a Cluster. */
-  async #settleGroup(
-    settlements: readonly Settlement[],
-    nowMs: string,
-    minTtlMs: string,
-  ): Promise<SettledLimit[]> {
+  async #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
     const keysAndArgs = settleKeysAndArgs(settlements, this.#keyPrefix);
-    const reply = await this.#channel.call('settle', settlements.length, keysAndArgs, nowMs, minTtlMs);
+    const reply = await this.#channel.call('settle', settlements.length, keysAndArgs, nowMs, this.#minTtlMs);
     return settledOfReply(reply, settlements);
   }
 

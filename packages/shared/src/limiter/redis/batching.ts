@@ -42,7 +42,7 @@ interface PendingCall {
 
 /** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
 interface Batch {
-  /** the batch's clock: '' (Redis TIME) or a tests-only simulated one */
+  /** the batch's clock: '' (Redis TIME) or the store's own */
   readonly nowMs: string;
   readonly minTtlMs: string;
   keyCount: number;
