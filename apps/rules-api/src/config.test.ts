@@ -47,6 +47,26 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ ADMIN_TOKEN: 'a', REDIS_KEY_PREFIX: 'a{b}' })).toThrow(/REDIS_KEY_PREFIX/);
   });
 
+  it('takes IPv6 cluster seeds in brackets, as the gateway does, and refuses a bad seed in one line', () => {
+    expect(loadConfig({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: '[::1]:7000' }).redisClusterNodes).toEqual([
+      '[::1]:7000',
+    ]);
+    const shape =
+      'REDIS_CLUSTER_NODES: must be comma-separated host:port (IPv6 in brackets), e.g. redis-1:6379,[::1]:7000';
+    expect(problems({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: '::1:7000' })).toEqual([
+      `${shape}; "::1:7000" needs brackets around its IPv6 address, e.g. [::1]:7000 (got "::1:7000")`,
+    ]);
+    expect(problems({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'host' })).toEqual([
+      `${shape}; "host" has no port (got "host")`,
+    ]);
+    expect(problems({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'host:0' })).toEqual([
+      `${shape}; "host:0" has port 0, outside 1–65535 (got "host:0")`,
+    ]);
+    expect(problems({ ADMIN_TOKEN: 'a', REDIS_CLUSTER_NODES: 'host:70000' })).toEqual([
+      `${shape}; "host:70000" has port 70000, outside 1–65535 (got "host:70000")`,
+    ]);
+  });
+
   it('reads ANALYTICS_GATEWAYS as gateway admin base URLs, without trailing slashes', () => {
     expect(
       loadConfig({ ADMIN_TOKEN: 'a', ANALYTICS_GATEWAYS: 'http://gw-a:9090/, https://gw-b:9443/admin' })

@@ -9,6 +9,7 @@ import {
   envBoolean,
   envCustom,
   envInteger,
+  envSeedList,
   envText,
   envUrl,
   LOG_LEVEL_VAR,
@@ -119,21 +120,9 @@ export const RULES_API_ENV = {
     // may carry a password
     secret: true,
   }),
-  REDIS_CLUSTER_NODES: envCustom({
-    description: 'instead of REDIS_URL: seed nodes of the Redis Cluster the gateways share',
-    accepts: 'comma-separated host:port',
-    parse: (raw): { value: string[] } | { problem: string } => {
-      const nodes = raw.split(',').map((node) => node.trim());
-      const bad = nodes.find(
-        (node) => !/^[^\s:,]+:\d{1,5}$/.test(node) || Number(node.split(':')[1]) > 65535,
-      );
-      return bad === undefined
-        ? { value: nodes }
-        : {
-            problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (got ${JSON.stringify(bad)})`,
-          };
-    },
-  }),
+  REDIS_CLUSTER_NODES: envSeedList(
+    'instead of REDIS_URL: seed nodes of the Redis Cluster the gateways share',
+  ),
   REDIS_KEY_PREFIX: envText({
     description: "the gateways' REDIS_KEY_PREFIX, under which their analytics live",
     default: 'sluice:',

@@ -1,5 +1,6 @@
 export * from './analytics/offenders.js';
 export * from './config/env-vars.js';
+export * from './config/host-port.js';
 export * from './config/read-env.js';
 export * from './decision/index.js';
 export * from './http/client-key.js';

@@ -395,6 +395,26 @@ describe('REDIS_CLUSTER_NODES', () => {
     );
   });
 
+  it('takes an IPv6 seed in brackets, and refuses a bare IPv6 address, no port or a port outside 1–65535, each in one line', () => {
+    expect(loadConfig({ ...base, REDIS_CLUSTER_NODES: '[::1]:7000' }).redisClusterNodes).toEqual([
+      '[::1]:7000',
+    ]);
+    const shape =
+      'REDIS_CLUSTER_NODES: must be comma-separated host:port (IPv6 in brackets), e.g. redis-1:6379,[::1]:7000';
+    expect(problemsOf({ ...base, REDIS_CLUSTER_NODES: '::1:7000' })).toEqual([
+      `${shape}; "::1:7000" needs brackets around its IPv6 address, e.g. [::1]:7000 (got "::1:7000")`,
+    ]);
+    expect(problemsOf({ ...base, REDIS_CLUSTER_NODES: 'host' })).toEqual([
+      `${shape}; "host" has no port (got "host")`,
+    ]);
+    expect(problemsOf({ ...base, REDIS_CLUSTER_NODES: 'host:0' })).toEqual([
+      `${shape}; "host:0" has port 0, outside 1–65535 (got "host:0")`,
+    ]);
+    expect(problemsOf({ ...base, REDIS_CLUSTER_NODES: 'host:70000' })).toEqual([
+      `${shape}; "host:70000" has port 70000, outside 1–65535 (got "host:70000")`,
+    ]);
+  });
+
   it('is a startup error together with REDIS_URL, naming both', () => {
     expect(() =>
       loadConfig({ ...base, REDIS_URL: 'redis://redis:6379', REDIS_CLUSTER_NODES: 'redis-1:6379' }),

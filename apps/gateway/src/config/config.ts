@@ -10,6 +10,7 @@ import {
   envCustom,
   envInteger,
   envOneOf,
+  envSeedList,
   envText,
   envUrl,
   got,
@@ -175,12 +176,9 @@ export const GATEWAY_ENV = {
     // may carry a password
     secret: true,
   }),
-  REDIS_CLUSTER_NODES: envCustom({
-    description:
-      'instead of REDIS_URL: seed nodes of the Redis Cluster that holds the buckets (any few of its nodes; the rest are discovered)',
-    accepts: 'comma-separated host:port, e.g. redis-1:6379,redis-2:6379,redis-3:6379',
-    parse: parseClusterNodes,
-  }),
+  REDIS_CLUSTER_NODES: envSeedList(
+    'instead of REDIS_URL: seed nodes of the Redis Cluster that holds the buckets (any few of its nodes; the rest are discovered)',
+  ),
   REDIS_KEY_PREFIX: envCustom({
     description: 'prepended to every bucket key, so several deployments can share one Redis',
     accepts: '1–64 of A-Z a-z 0-9 : . _ - /',
@@ -353,25 +351,6 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     leaseMs: v.LEASE_MS,
     localStoreMaxKeys: v.LOCAL_STORE_MAX_KEYS,
   };
-}
-
-/** `host:port` seeds, comma-separated (IPv6 hosts in brackets), or the problem with them. */
-function parseClusterNodes(raw: string): Parsed<string[]> {
-  const nodes = raw
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '');
-  if (nodes.length === 0) return { problem: `must list at least one host:port ${got(raw)}` };
-  for (const node of nodes) {
-    const match = /^(?:\[[0-9a-fA-F:.]+\]|[^\s:[\]/]+):(\d{1,5})$/.exec(node);
-    const port = match ? Number(match[1]) : 0;
-    if (!(port >= 1 && port <= 65_535)) {
-      return {
-        problem: `must be comma-separated host:port, e.g. redis-1:6379,redis-2:6379 (${JSON.stringify(node)}) ${got(raw)}`,
-      };
-    }
-  }
-  return { value: nodes };
 }
 
 /** An http(s) URL, or the problem with it (after `NAME: `). */

@@ -5,7 +5,7 @@
  * a hash tag, so a Cluster gets one pipeline per rule instead of one in all.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis } from 'ioredis';
+import { createRedisClient, type RedisClient } from '../limiter/redis/client.js';
 import {
   compareOffenders,
   OFFENDERS_KEY_TTL_SECONDS,
@@ -17,7 +17,7 @@ import {
 } from './offenders.js';
 
 /** The commands used here, which both an ioredis `Redis` and a `Cluster` have. */
-export type AnalyticsRedis = Redis | Cluster;
+export type AnalyticsRedis = RedisClient;
 
 /**
  * Adds `counts` (rule id → minute → member → denials) to the sorted sets, refreshing their expiry.
@@ -80,38 +80,21 @@ export async function readTopOffenders(
 export interface AnalyticsRedisOptions {
   /** `redis://…`; or */
   url?: string;
-  /** `host:port` seed nodes of a Redis Cluster */
+  /** `host:port` seed nodes of a Redis Cluster (IPv6 in brackets) */
   clusterNodes?: readonly string[];
-  /** per-command timeout, ms; default 1000 */
+  /** per-command timeout, ms; default 1000 (an analytics read is on no request's path) */
   commandTimeoutMs?: number;
 }
 
 /**
- * A client for reading analytics (the rules API): commands fail fast while Redis is away (no offline
- * queue) and it reconnects in the background.
+ * A client for reading analytics (the rules API), made as the limiter's is (`createRedisClient`):
+ * commands fail fast while Redis is away (no offline queue) and it reconnects in the background.
  */
 export function openAnalyticsRedis(options: AnalyticsRedisOptions): AnalyticsRedis {
-  const common = {
-    enableOfflineQueue: false,
-    commandTimeout: options.commandTimeoutMs ?? 1_000,
-    connectTimeout: 2_000,
-    maxRetriesPerRequest: 1,
-    retryStrategy: (attempt: number) => Math.min(100 * attempt, 2_000),
-  };
-  let client: AnalyticsRedis;
+  const commandTimeoutMs = options.commandTimeoutMs ?? 1_000;
   if (options.clusterNodes !== undefined && options.clusterNodes.length > 0) {
-    client = new Cluster(
-      options.clusterNodes.map((node) => {
-        const colon = node.lastIndexOf(':');
-        return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
-      }),
-      { enableOfflineQueue: false, redisOptions: common, clusterRetryStrategy: common.retryStrategy },
-    );
-  } else if (options.url !== undefined) {
-    client = new Redis(options.url, common);
-  } else {
-    throw new Error('openAnalyticsRedis needs a url or cluster nodes');
+    return createRedisClient({ clusterNodes: options.clusterNodes }, { commandTimeoutMs });
   }
-  client.on('error', () => {}); // failures surface through the commands
-  return client;
+  if (options.url !== undefined) return createRedisClient(options.url, { commandTimeoutMs });
+  throw new Error('openAnalyticsRedis needs a url or cluster nodes');
 }

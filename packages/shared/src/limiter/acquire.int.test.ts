@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LimitCheck, limitKey, type StoreDecision } from './limits.js';
 import { MemoryStore } from './memory-store.js';
 import { type StackedScenario, stackedScenarioArb } from './test-arbitraries.js';
+import { SimulatedClock } from './test-clock.js';
 import { openTestRedis, type TestRedis } from './test-redis.js';
 import { checksOf, runDifferential, SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
 
@@ -19,37 +20,43 @@ afterAll(() => redis.close());
 const burst = { algorithm: 'token-bucket', capacity: 2, refill: 1, periodMs: 1_000, maxDebt: 0 } as const;
 const daily = { algorithm: 'sliding-window', max: 3, windowMs: 86_400_000 } as const;
 
-/** Any store's test entry point on a simulated clock. */
+/** A store's acquire at an instant of a simulated clock. */
 type AcquireAt = (checks: readonly LimitCheck[], nowMs: number) => Promise<StoreDecision>;
 
 describe('acquire.lua: several limits in one call', () => {
   it('admits only when every limit admits; a denial by one charges none of the others', async () => {
-    const { store } = redis;
+    const { store, clock } = redis.simulated();
     const checks = (client: string): LimitCheck[] => [
       { key: limitKey('', 'rule', 'burst', client), spec: burst, cost: 1 },
       { key: limitKey('', 'rule', 'daily', client), spec: daily, cost: 1 },
     ];
     const t0 = 1_700_000_000_000;
-    expect((await store.acquireAt(checks('a'), t0)).limits.map((l) => l.remaining)).toEqual([1, 2]);
-    expect((await store.acquireAt(checks('a'), t0)).limits.map((l) => l.remaining)).toEqual([0, 1]);
+    expect((await clock.at(t0, () => store.acquire(checks('a')))).limits.map((l) => l.remaining)).toEqual([
+      1, 2,
+    ]);
+    expect((await clock.at(t0, () => store.acquire(checks('a')))).limits.map((l) => l.remaining)).toEqual([
+      0, 1,
+    ]);
     // the burst denies: the daily window is not charged
-    const denied = await store.acquireAt(checks('a'), t0);
+    const denied = await clock.at(t0, () => store.acquire(checks('a')));
     expect(denied).toMatchObject({ allowed: false, deniedIndex: 0, retryAfterMs: 1_000 });
     expect(denied.limits.map((l) => [l.allowed, l.remaining])).toEqual([
       [false, 0],
       [true, 1],
     ]);
     // a second later the burst has a token; the daily window still has the one it had
-    const third = await store.acquireAt(checks('a'), t0 + 1_000);
+    const third = await clock.at(t0 + 1_000, () => store.acquire(checks('a')));
     expect(third.allowed).toBe(true);
     expect(third.limits[1]!.remaining).toBe(0);
     // now the window denies, and the burst is not charged: both wait for the longest
-    const byWindow = await store.acquireAt(checks('a'), t0 + 2_000);
+    const byWindow = await clock.at(t0 + 2_000, () => store.acquire(checks('a')));
     expect(byWindow.deniedIndex).toBe(1);
     expect(byWindow.limits[0]).toMatchObject({ allowed: true, retryAfterMs: 0 });
     expect(byWindow.retryAfterMs).toBe(byWindow.limits[1]!.retryAfterMs);
     // the burst still has the token the window's denial did not take
-    expect((await store.acquireAt(checks('a').slice(0, 1), t0 + 2_000)).limits[0]).toMatchObject({
+    expect(
+      (await clock.at(t0 + 2_000, () => store.acquire(checks('a').slice(0, 1)))).limits[0],
+    ).toMatchObject({
       allowed: true,
       level: 0,
     });
@@ -57,7 +64,7 @@ describe('acquire.lua: several limits in one call', () => {
 
   it('gives the same answers as the TypeScript engine, bit for bit, over 10,000+ random stacked operations', async () => {
     const scenarios = stackedScenarioArb(420, 600, { backwards: true });
-    const { operations, denials, checks } = await runDifferential(redis.store, scenarios, 25);
+    const { operations, denials, checks } = await runDifferential(redis, scenarios, 25);
     expect(operations).toBeGreaterThanOrEqual(10_000);
     expect(checks).toBeGreaterThan(operations * 1.5);
     expect(denials).toBeGreaterThan(1_000);
@@ -113,12 +120,14 @@ describe('all or nothing: a denied request never changes any balance or count', 
   const scenarios = stackedScenarioArb(20, 80);
 
   it('in the in-process store', async () => {
-    const store = new MemoryStore({ sweepIntervalMs: 0 });
+    const clock = new SimulatedClock();
+    const store = new MemoryStore({ sweepIntervalMs: 0, now: clock.now });
     let run = 0;
     let denied = 0;
     await fc.assert(
       fc.asyncProperty(scenarios, async (scenario) => {
-        denied += await deniedRequestsChangeNothing((c, t) => store.acquireAt(c, t), scenario, `m${++run}`);
+        const acquireAt: AcquireAt = (c, t) => clock.at(t, () => store.acquire(c));
+        denied += await deniedRequestsChangeNothing(acquireAt, scenario, `m${++run}`);
       }),
       { numRuns: 300 },
     );
@@ -127,13 +136,14 @@ describe('all or nothing: a denied request never changes any balance or count', 
   });
 
   it('in Redis, where a denied request also leaves every stored value as it was', async () => {
-    const { store, admin, prefix } = redis;
+    const { admin, prefix } = redis;
+    const { store, clock } = redis.simulated({ minTtlMs: SIMULATION_TTL_MS });
     let run = 0;
     let denied = 0;
     const acquireAt: AcquireAt = async (checks, nowMs) => {
       const keys = checks.map((c) => prefix + c.key);
       const before = await admin.mget(...keys);
-      const decision = await store.acquireAt(checks, nowMs, SIMULATION_TTL_MS);
+      const decision = await clock.at(nowMs, () => store.acquire(checks));
       if (!decision.allowed) expect(await admin.mget(...keys)).toEqual(before);
       return decision;
     };

@@ -18,9 +18,11 @@ import {
   type Settlement,
   type StoreDecision,
 } from './limits.js';
-import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS, RedisStore } from './redis-store.js';
+import { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS } from './redis/batching.js';
+import { RedisStore } from './redis-store.js';
 import { StoreError } from './store.js';
 import { specArb, specCostArb, specStepMsArb, startMsArb } from './test-arbitraries.js';
+import { SimulatedClock } from './test-clock.js';
 import { SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -30,9 +32,13 @@ let unbatched: RedisStore;
 let batched: RedisStore;
 let admin: Redis;
 
+/** both stores' clock: each op is asked at its own instant, so a batch may span several */
+const clock = new SimulatedClock();
+
 beforeAll(async () => {
-  unbatched = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, batching: false });
-  batched = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000 });
+  const options = { keyPrefix: PREFIX, commandTimeoutMs: 5_000, now: clock.now, minTtlMs: SIMULATION_TTL_MS };
+  unbatched = new RedisStore(REDIS_URL, { ...options, batching: false });
+  batched = new RedisStore(REDIS_URL, options);
   admin = new Redis(REDIS_URL);
   await Promise.all([unbatched.ready(), batched.ready()]);
 });
@@ -136,9 +142,11 @@ async function runOn(
           cost: op.costs[j]!,
         }));
         acquired.push({ checks, index: i });
-        done = store.acquireAt(checks, nowMs, SIMULATION_TTL_MS).then((d) => {
-          decisions[i] = d;
-        });
+        done = clock
+          .at(nowMs, () => store.acquire(checks))
+          .then((d) => {
+            decisions[i] = d;
+          });
       } else {
         const target = admittedBefore[op.target % Math.max(admittedBefore.length, 1)];
         if (target === undefined) continue;
@@ -148,9 +156,11 @@ async function runOn(
           delta: op.deltaFactors[j]! * check.cost,
           admittedAtMs: decisions[target.index]!.atMs!,
         }));
-        done = store.settleAt(settlements, nowMs, SIMULATION_TTL_MS).then((s) => {
-          settled[i] = s;
-        });
+        done = clock
+          .at(nowMs, () => store.settle(settlements))
+          .then((s) => {
+            settled[i] = s;
+          });
       }
       if (oneByOne) await done;
       else asked.push(done);

@@ -23,7 +23,9 @@ import {
   type TokenBucketSpec,
 } from './limits.js';
 import { MemoryStore } from './memory-store.js';
+import type { Store } from './store.js';
 import { bucketSpecArb, specCostArb, specStepMsArb, windowSpecArb } from './test-arbitraries.js';
+import { SimulatedClock } from './test-clock.js';
 import { openTestRedis, type TestRedis } from './test-redis.js';
 import { ReferenceTable, SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
 
@@ -87,10 +89,10 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
     }),
   ) as fc.Arbitrary<Lifecycle>;
 
-/** What a store answers to a lifecycle, in order (all sent without waiting: one connection keeps order). */
-interface Store {
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs?: number): Promise<StoreDecision>;
-  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs?: number): Promise<SettledLimit[]>;
+/** A store a lifecycle is replayed on, and its simulated clock. */
+interface Simulated {
+  store: Store;
+  clock: SimulatedClock;
 }
 
 let totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
@@ -184,11 +186,16 @@ function playReference(life: Lifecycle, run: string) {
   return calls;
 }
 
-async function replay(store: Store, calls: ReturnType<typeof playReference>, label: string): Promise<void> {
+/** What a store answers to a lifecycle, in order (all sent without waiting: one connection keeps order). */
+async function replay(
+  { store, clock }: Simulated,
+  calls: ReturnType<typeof playReference>,
+  label: string,
+): Promise<void> {
   const sent = calls.map((call) =>
     call.kind === 'acquire'
-      ? store.acquireAt(call.checks, call.atMs, SIMULATION_TTL_MS)
-      : store.settleAt(call.settlements, call.atMs, SIMULATION_TTL_MS),
+      ? clock.at(call.atMs, () => store.acquire(call.checks))
+      : clock.at(call.atMs, () => store.settle(call.settlements)),
   );
   const answers = await Promise.all(sent);
   for (let i = 0; i < calls.length; i++) {
@@ -211,20 +218,25 @@ describe('request lifecycles: admission, charge, refund, release, loss', () => {
   it('TS and Lua agree; slots never exceed max and all come back; the bucket bound holds (10,000+ operations)', async () => {
     let run = 0;
     totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
-    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    const memoryClock = new SimulatedClock();
+    const memory = {
+      store: new MemoryStore({ sweepIntervalMs: 0, now: memoryClock.now, minTtlMs: SIMULATION_TTL_MS }),
+      clock: memoryClock,
+    };
+    const onRedis = redis.simulated({ minTtlMs: SIMULATION_TTL_MS });
     await fc.assert(
       fc.asyncProperty(lifecycleArb, async (life) => {
         const runId = `life-${++run}-${Math.random().toString(36).slice(2)}`;
         const calls = playReference(life, runId);
         await replay(memory, calls, 'memory');
-        await replay(redis.store, calls, 'redis');
+        await replay(onRedis, calls, 'redis');
         totals.operations += calls.length;
         totals.admissions += calls.filter((c) => c.kind === 'acquire' && c.expected.allowed).length;
         totals.settlements += calls.filter((c) => c.kind === 'settle').length;
       }),
       { numRuns: 250 },
     );
-    await memory.close();
+    await memory.store.close();
     console.log(`lifecycle property: ${JSON.stringify(totals)}`);
     expect(totals.operations).toBeGreaterThanOrEqual(10_000);
   }, 300_000);

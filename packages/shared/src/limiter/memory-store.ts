@@ -18,6 +18,11 @@ export interface MemoryStoreOptions {
   now?: () => number;
   /** how often states that no longer matter are swept, in ms; 0 = never (they still go on access or eviction); default 60,000 */
   sweepIntervalMs?: number;
+  /**
+   * A floor on every written state's time to live, ms on the store's clock; default 0. A simulation
+   * that compares this store with Redis under the same floor (`RedisStore`'s `minTtlMs`) sets it.
+   */
+  minTtlMs?: number;
 }
 
 export const DEFAULT_MAX_KEYS = 100_000;
@@ -36,6 +41,7 @@ function monotonicNowMs(): number {
 export class MemoryStore implements Store {
   readonly kind = 'memory' as const;
   readonly #now: () => number;
+  readonly #minTtlMs: number;
   // Expiry is kept here rather than with lru-cache's TTL: it must run on the store's clock and
   // never fire before the state stops mattering (lru-cache reads its own clock, and skips TTLs that
   // start at 0), and an expired state found before it is swept decides exactly like a missing one.
@@ -44,6 +50,7 @@ export class MemoryStore implements Store {
 
   constructor(options: MemoryStoreOptions = {}) {
     this.#now = options.now ?? monotonicNowMs;
+    this.#minTtlMs = options.minTtlMs ?? 0;
     this.#entries = new LRUCache<string, Entry>({ max: options.maxKeys ?? DEFAULT_MAX_KEYS });
     const sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
     if (sweepIntervalMs > 0) {
@@ -84,25 +91,13 @@ export class MemoryStore implements Store {
 
   /** The same decision without the promise, for callers that want to avoid a microtask. */
   acquireSync(checks: readonly LimitCheck[]): StoreDecision {
-    return this.#acquire(checks, this.#now(), 0);
-  }
-
-  /**
-   * TESTS ONLY: decides at `nowMs` instead of the store's clock, keeping written states at least
-   * `minTtlMs` (on that clock), like `RedisStore.acquireAt`. Production never calls it.
-   */
-  acquireAt(checks: readonly LimitCheck[], nowMs: number, minTtlMs = 0): Promise<StoreDecision> {
-    return Promise.resolve().then(() => this.#acquire(checks, nowMs, minTtlMs));
+    const nowMs = this.#now();
+    return acquireFrom(this.#table(nowMs), checks, nowMs);
   }
 
   async settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
     const nowMs = this.#now();
-    return settleFrom(this.#table(nowMs, 0), settlements, nowMs);
-  }
-
-  /** TESTS ONLY: `settle` at `nowMs` instead of the store's clock, like `acquireAt`. */
-  settleAt(settlements: readonly Settlement[], nowMs: number, minTtlMs = 0): Promise<SettledLimit[]> {
-    return Promise.resolve().then(() => settleFrom(this.#table(nowMs, minTtlMs), settlements, nowMs));
+    return settleFrom(this.#table(nowMs), settlements, nowMs);
   }
 
   async close(): Promise<void> {
@@ -110,13 +105,10 @@ export class MemoryStore implements Store {
     this.#entries.clear();
   }
 
-  #acquire(checks: readonly LimitCheck[], nowMs: number, minTtlMs: number): StoreDecision {
-    return acquireFrom(this.#table(nowMs, minTtlMs), checks, nowMs);
-  }
-
   /** The entries as the engine sees them at `nowMs`. */
-  #table(nowMs: number, minTtlMs: number): StateTable {
+  #table(nowMs: number): StateTable {
     const entries = this.#entries;
+    const minTtlMs = this.#minTtlMs;
     return {
       get(key) {
         const entry = entries.get(key);

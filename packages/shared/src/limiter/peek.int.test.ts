@@ -45,18 +45,19 @@ function expectSameAsNext(peeked: LimitOutcome, next: LimitOutcome, cost: number
 
 describe('peek', () => {
   it('agrees with the next acquire, in the memory store and in Redis (bit for bit between them)', async () => {
+    const { store: simulated, clock } = redis.simulated({ minTtlMs: SIMULATION_TTL_MS });
     let run = 0;
     await fc.assert(
       fc.asyncProperty(scenarioArb, async ({ spec, cost, startMs, steps, peekStepMs }) => {
         run++;
-        const memory = new MemoryStore({ sweepIntervalMs: 0, now: () => 0 });
+        const memory = new MemoryStore({ sweepIntervalMs: 0, now: clock.now, minTtlMs: SIMULATION_TTL_MS });
         const key = limitKey('', 'peek-rule', '', `ip:10.0.0.${run % 250}-${run}`);
         let t = startMs;
         for (const step of steps) {
           t += step.stepMs;
           const check: LimitCheck[] = [{ key, spec, cost: step.cost }];
-          await memory.acquireAt(check, t, SIMULATION_TTL_MS);
-          await redis.store.acquireAt(check, t, SIMULATION_TTL_MS);
+          await clock.at(t, () => memory.acquire(check));
+          await clock.at(t, () => simulated.acquire(check));
         }
         t += peekStepMs;
         const checks: LimitCheck[] = [{ key, spec, cost }];
@@ -66,8 +67,8 @@ describe('peek', () => {
         expect(fromRedis).toEqual(fromMemory);
         // peeking twice changes nothing
         expect(peekOutcomes(checks, memory.peekStates([key], t).states, t)).toEqual(fromMemory);
-        const next = await memory.acquireAt(checks, t, SIMULATION_TTL_MS);
-        const nextRedis = await redis.store.acquireAt(checks, t, SIMULATION_TTL_MS);
+        const next = await clock.at(t, () => memory.acquire(checks));
+        const nextRedis = await clock.at(t, () => simulated.acquire(checks));
         expectSameAsNext(fromMemory[0]!, next.limits[0]!, cost, spec.algorithm === 'token-bucket');
         expectSameAsNext(fromRedis[0]!, nextRedis.limits[0]!, cost, spec.algorithm === 'token-bucket');
         await memory.close();

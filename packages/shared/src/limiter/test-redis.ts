@@ -2,14 +2,27 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { RedisStore } from './redis-store.js';
+import { SimulatedClock } from './test-clock.js';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
+/** A store on a simulated clock, and the clock: `await clock.at(ms, () => store.acquire(checks))`. */
+export interface SimulatedRedis {
+  store: RedisStore;
+  clock: SimulatedClock;
+}
+
 export interface TestRedis {
+  /** on Redis TIME */
   store: RedisStore;
   admin: Redis;
   prefix: string;
-  /** deletes every key under the prefix and closes both clients */
+  /**
+   * A store on `store`'s connection and prefix whose clock the test walks. `minTtlMs` keeps its keys
+   * at least that long in real time (`SIMULATION_TTL_MS` for a long simulation); default 0.
+   */
+  simulated(options?: { minTtlMs?: number }): SimulatedRedis;
+  /** deletes every key under the prefix and closes every client */
   close(): Promise<void>;
 }
 
@@ -17,11 +30,22 @@ export async function openTestRedis(name: string): Promise<TestRedis> {
   const prefix = `test:${name}:${randomUUID()}:`;
   const store = new RedisStore(REDIS_URL, { keyPrefix: prefix, commandTimeoutMs: 5_000 });
   const admin = new Redis(REDIS_URL);
+  const simulatedStores: RedisStore[] = [];
   await store.ready();
   return {
     store,
     admin,
     prefix,
+    simulated(options = {}) {
+      const clock = new SimulatedClock();
+      const simulated = new RedisStore(store.client, {
+        keyPrefix: prefix,
+        now: clock.now,
+        minTtlMs: options.minTtlMs ?? 0,
+      });
+      simulatedStores.push(simulated);
+      return { store: simulated, clock };
+    },
     async close() {
       let cursor = '0';
       do {
@@ -29,6 +53,7 @@ export async function openTestRedis(name: string): Promise<TestRedis> {
         if (keys.length) await admin.del(...keys);
         cursor = next;
       } while (cursor !== '0');
+      await Promise.all(simulatedStores.map((simulated) => simulated.close()));
       await store.close();
       await admin.quit();
     },

@@ -6,8 +6,8 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import { acquireFrom, type StateTable } from './engine.js';
 import { type LimitCheck, limitKey, type StoreDecision } from './limits.js';
-import type { RedisStore } from './redis-store.js';
 import type { StackedScenario } from './test-arbitraries.js';
+import type { TestRedis } from './test-redis.js';
 
 /** Keeps simulated-clock keys alive in real time while a test walks its own clock. */
 export const SIMULATION_TTL_MS = 600_000;
@@ -56,10 +56,11 @@ export function checksOf(scenario: StackedScenario, run: string, opIndex: number
  * simulated clock, and asserts the answers are bit-identical. Returns what it ran.
  */
 export async function runDifferential(
-  store: RedisStore,
+  redis: TestRedis,
   scenarios: fc.Arbitrary<StackedScenario>,
   numRuns: number,
 ): Promise<{ operations: number; denials: number; checks: number }> {
+  const { store, clock } = redis.simulated({ minTtlMs: SIMULATION_TTL_MS });
   let run = 0;
   let operations = 0;
   let denials = 0;
@@ -76,7 +77,7 @@ export async function runDifferential(
         const opChecks = checksOf(scenario, runId, i);
         expected.push(acquireFrom(reference, opChecks, nowMs));
         // sent without waiting: one connection keeps them in order, so this is a pipeline
-        sent.push(store.acquireAt(opChecks, nowMs, SIMULATION_TTL_MS));
+        sent.push(clock.at(nowMs, () => store.acquire(opChecks)));
         checks += opChecks.length;
       }
       const actual = await Promise.all(sent);

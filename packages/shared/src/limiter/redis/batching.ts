@@ -1,0 +1,160 @@
+/**
+ * The batching channel: the script calls bound for one Redis node within one event-loop turn leave as
+ * ONE call of the script's "batch" form, which decides them one by one, each all or nothing, in arrival
+ * order, exactly as separate calls would (on the batch's one clock): batching changes the cost, never a
+ * result. On a Cluster a batch holds the requests of one hash slot only (one script call may touch one
+ * slot). A batch is sent when the turn ends (`setImmediate`), or at once when it reaches
+ * MAX_BATCH_REQUESTS requests or MAX_BATCH_KEYS keys. A failed batch call fails each of its requests
+ * with the same `StoreError`.
+ */
+import type { Writable } from 'node:stream';
+import { StoreError } from '../store.js';
+import {
+  type ScriptChannel,
+  type ScriptOperation,
+  type SendScript,
+  singleCallArguments,
+  toStoreError,
+} from './script.js';
+
+/**
+ * Most requests in one batched script call. Redis runs a script alone: nothing else is served while it
+ * runs, so a batch must stay short. A one-limit request costs Redis about 10 µs inside the script
+ * (bench/gateway.ts, CPU column), so 64 of them hold Redis well under a millisecond, while a gateway
+ * at full speed rarely has more than a few dozen decisions waiting in one turn anyway.
+ */
+export const MAX_BATCH_REQUESTS = 64;
+/**
+ * Most keys in one batched script call: stacked rules cost per key (each read and written), so the
+ * cap counts keys too; 128 keys is the same bound in time as 64 one-limit requests, twice over.
+ */
+export const MAX_BATCH_KEYS = 128;
+
+/** One request's script call waiting in a batch. */
+interface PendingCall {
+  readonly operation: ScriptOperation;
+  /** its number of keys: `keysAndArgs` is its keys, then its per-check arguments */
+  readonly n: number;
+  readonly keysAndArgs: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: StoreError) => void;
+}
+
+/** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
+interface Batch {
+  /** the batch's clock: '' (Redis TIME) or the store's own */
+  readonly nowMs: string;
+  readonly minTtlMs: string;
+  keyCount: number;
+  readonly requests: PendingCall[];
+}
+
+export class BatchingChannel implements ScriptChannel {
+  readonly #send: SendScript;
+  readonly #routeOf: (firstKey: string) => string;
+  readonly #socketToCork: (() => Writable | undefined) | undefined;
+  /** the open batch of each route, in arrival order */
+  readonly #openBatches = new Map<string, Batch>();
+  #flushScheduled = false;
+
+  /**
+   * @param routeOf the route of a request from its first key: '' on one Redis, its slot on a Cluster
+   * @param socketToCork the socket to hold while the batches one turn ends with are written, so that
+   *   several (several slots, or past the cap) leave in one write; undefined: each its own write
+   */
+  constructor(
+    send: SendScript,
+    routeOf: (firstKey: string) => string,
+    socketToCork: (() => Writable | undefined) | undefined,
+  ) {
+    this.#send = send;
+    this.#routeOf = routeOf;
+    this.#socketToCork = socketToCork;
+  }
+
+  call(
+    operation: ScriptOperation,
+    n: number,
+    keysAndArgs: readonly string[],
+    nowMs: string,
+    minTtlMs: string,
+  ): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const route = this.#routeOf(keysAndArgs[0]!);
+      let batch = this.#openBatches.get(route);
+      // one batch has one clock: a call on another clock starts the next batch, in order
+      if (
+        batch !== undefined &&
+        (batch.nowMs !== nowMs || batch.minTtlMs !== minTtlMs || batch.keyCount + n > MAX_BATCH_KEYS)
+      ) {
+        this.#openBatches.delete(route);
+        this.#sendBatch(batch);
+        batch = undefined;
+      }
+      if (batch === undefined) {
+        batch = { nowMs, minTtlMs, keyCount: 0, requests: [] };
+        this.#openBatches.set(route, batch);
+      }
+      batch.requests.push({ operation, n, keysAndArgs, resolve, reject });
+      batch.keyCount += n;
+      if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
+        this.#openBatches.delete(route);
+        this.#sendBatch(batch);
+      } else if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        // setImmediate, not queueMicrotask: microtasks run after each I/O callback, so requests read
+        // from different sockets in one turn would never share a batch
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Sends every open batch (the turn ends, or the store closes); several leave in one write. */
+  flush(): void {
+    this.#flushScheduled = false;
+    if (this.#openBatches.size === 0) return;
+    const batches = [...this.#openBatches.values()];
+    this.#openBatches.clear();
+    const socket = batches.length > 1 ? this.#socketToCork?.() : undefined;
+    socket?.cork();
+    for (const batch of batches) this.#sendBatch(batch);
+    socket?.uncork();
+  }
+
+  /** One script call for a batch: the single form for a lone request, else the "batch" form. */
+  #sendBatch(batch: Batch): void {
+    const { requests, nowMs, minTtlMs } = batch;
+    if (requests.length === 1) {
+      const { operation, n, keysAndArgs, resolve, reject } = requests[0]!;
+      this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then(resolve, reject);
+      return;
+    }
+    const keys: string[] = [];
+    const args: string[] = ['batch', nowMs, minTtlMs, String(requests.length)];
+    for (const { operation, n, keysAndArgs } of requests) {
+      for (let i = 0; i < n; i++) keys.push(keysAndArgs[i]!);
+      args.push(operation, String(n), String(keysAndArgs.length - n));
+      for (let i = n; i < keysAndArgs.length; i++) args.push(keysAndArgs[i]!);
+    }
+    this.#send(keys.length, keys.concat(args)).then(
+      (reply) => {
+        if (!Array.isArray(reply) || reply.length !== requests.length) {
+          const error = new StoreError(
+            'STORE_ERROR',
+            `unreadable limiter batch reply: ${JSON.stringify(reply)}`,
+          );
+          for (const request of requests) request.reject(error);
+          return;
+        }
+        for (let j = 0; j < requests.length; j++) {
+          const one: unknown = reply[j];
+          if (one instanceof Error) requests[j]!.reject(toStoreError(one));
+          else requests[j]!.resolve(one);
+        }
+      },
+      (error: StoreError) => {
+        for (const request of requests) request.reject(error);
+      },
+    );
+  }
+}
