@@ -142,7 +142,11 @@ describe('the hot path, in process', () => {
     await response.text();
     // admitted on 1, charged 3: 2 left (the settlement lands after the response)
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const usage = await fetch(`${adminUrl}/usage?rule=priced&client=ip:127.0.0.1`).then((res) => res.json());
+    const usage = (await fetch(`${adminUrl}/usage?rule=priced&client=ip:127.0.0.1`).then((res) =>
+      res.json(),
+    )) as {
+      limits: { remaining: number }[];
+    };
     expect(usage.limits[0]).toMatchObject({ remaining: 2 });
     // a shadow rule never refuses: far past the limit, every request goes through
     source.set([{ ...r, shadow: true }]);
