@@ -15,10 +15,17 @@
 // scheduled send time (see _lib/open-loop.ts for how it keeps itself out of the measurement); the
 // median of the rounds' p99 is compared.
 //
+// What each request costs is read beside its speed: CPU µs per response of the proxy process and of
+// Redis (from /proc, on the shared server CPU), Redis data commands per response (INFO commandstats,
+// the commands a script runs included) and EVALSHA calls per response. The yardstick beside the bare
+// proxy is @fastify/rate-limit on the same Redis (_lib/rate-limited-proxy.ts).
+//
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_OPEN_ROUNDS (open-loop
 // rounds, max(BENCH_ROUNDS, 5)), BENCH_CPU_PROF=<dir> (write V8 CPU profiles of the gateway and the
 // bare proxy there; slows both), BENCH_SERVER_NODE_FLAGS (extra node flags for every Node server,
-// the same for all, e.g. `--single-threaded-gc`; none by default).
+// the same for all, e.g. `--single-threaded-gc`; none by default), BENCH_BASELINE_GATEWAY=<path of
+// another build's apps/gateway/dist/server.js> (runs the single-limit scenario through that build
+// too, in the same rounds: a before/after in one run).
 import { loadavg } from 'node:os';
 import { closedLoopRound, closedLoopSettings, type RoundResult } from './_lib/closed-loop.js';
 import { type OpenLoopResult, openLoop } from './_lib/open-loop.js';
@@ -69,18 +76,80 @@ await createRules(rulesApi.url, [
   { name: 'bench-deny', match: { path: '/denied/**' }, limit: { capacity: 1, refill: 1, period: '1d' } },
 ]);
 const gateway = await stack.startGateway('gateway', upstream.url, rulesApi.url, { REDIS_URL: redis.url });
+const rateLimited = await stack.startRateLimitedProxy(upstream.url, redis.url);
+const baselineJs = process.env.BENCH_BASELINE_GATEWAY;
+const baseline = baselineJs
+  ? await stack.startGateway(
+      'baseline gateway',
+      upstream.url,
+      rulesApi.url,
+      { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'baseline:' },
+      baselineJs,
+    )
+  : undefined;
 
-const bareUrl = `${bare.url}/ok/item`;
-const admitUrl = `${gateway.url}/ok/item`;
-const stackedUrl = `${gateway.url}/stacked/item`;
-const windowUrl = `${gateway.url}/window/item`;
-const denyUrl = `${gateway.url}/denied/item`;
 /** the stacked rule's per-key limits are keyed by this header: one API key for the whole run */
 const stackedHeaders = { 'x-api-key': 'bench-key' };
 
+interface Scenario {
+  label: string;
+  url: string;
+  pid: number | undefined;
+  headers?: Record<string, string>;
+  /** what the issue asks of it */
+  target: string;
+  /** every response is expected to be this status */
+  status: 200 | 429;
+  rounds: RoundResult[];
+}
+const scenario = (
+  label: string,
+  server: { url: string; child: { pid?: number } },
+  path: string,
+  target: string,
+  status: 200 | 429 = 200,
+  headers?: Record<string, string>,
+): Scenario => ({
+  label,
+  url: `${server.url}${path}`,
+  pid: server.child.pid,
+  target,
+  status,
+  headers,
+  rounds: [],
+});
+const scenarios = {
+  bare: scenario('bare @fastify/http-proxy', bare, '/ok/item', ''),
+  rateLimit: scenario(
+    '@fastify/rate-limit on Redis (fixed window, not batched)',
+    rateLimited,
+    '/ok/item',
+    '',
+  ),
+  admit: scenario(
+    'Sluice, one token bucket, exact (batched)',
+    gateway,
+    '/ok/item',
+    '≤ bare + 12 µs, < @fastify/rate-limit',
+  ),
+  ...(baseline
+    ? { baseline: scenario('baseline build, one token bucket, exact', baseline, '/ok/item', '(before)') }
+    : {}),
+  stacked: scenario(
+    'Sluice, three stacked limits',
+    gateway,
+    '/stacked/item',
+    '≤ bare + 20 µs',
+    200,
+    stackedHeaders,
+  ),
+  window: scenario('Sluice, one sliding window', gateway, '/window/item', ''),
+  deny: scenario('Sluice, denied flood (denial cache)', gateway, '/denied/item', '0 Redis calls', 429),
+} as Record<string, Scenario>;
+
 /** Decisions the gateway's STORE_FAILURE policy took instead of Redis (slow or failed store calls). */
-async function gatewayFallbacks(): Promise<number> {
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+async function gatewayFallbacks(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
   let total = 0;
   for (const line of text.split('\n')) {
     if (line.startsWith('sluice_store_fallbacks_total{'))
@@ -89,20 +158,21 @@ async function gatewayFallbacks(): Promise<number> {
   return total;
 }
 
-async function cannon(
-  url: string,
-  seconds: number,
-  proxyPid: number | undefined,
-  headers: Record<string, string> = {},
-): Promise<RoundResult> {
+async function cannon(s: Scenario, seconds: number): Promise<RoundResult> {
+  const adminUrl =
+    s.pid === gateway.child.pid
+      ? gateway.adminUrl
+      : s.pid === baseline?.child.pid
+        ? baseline?.adminUrl
+        : undefined;
   return await closedLoopRound({
-    url,
+    url: s.url,
     seconds,
     connections: CONNECTIONS,
-    headers,
-    pids: { proxy: proxyPid, upstream: upstream.child.pid, redis: redis.child.pid },
+    headers: s.headers ?? {},
+    pids: { proxy: s.pid, upstream: upstream.child.pid, redis: redis.child.pid },
     redisCounters: redis.counters,
-    ...(proxyPid === gateway.child.pid ? { fallbacks: gatewayFallbacks } : {}),
+    ...(adminUrl ? { fallbacks: () => gatewayFallbacks(adminUrl) } : {}),
   });
 }
 
@@ -111,50 +181,28 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 // warm-up (JIT tiers, connection pools, the Redis script cache, the denial cache); with 1 s the
 // first measured round still ran slow
-await cannon(bareUrl, 3, bare.child.pid);
-await cannon(admitUrl, 3, gateway.child.pid);
-await cannon(stackedUrl, 3, gateway.child.pid, stackedHeaders);
-await cannon(windowUrl, 3, gateway.child.pid);
-await cannon(denyUrl, 2, gateway.child.pid);
-
-const scenarios = {
-  bare: [] as RoundResult[],
-  admit: [] as RoundResult[],
-  stacked: [] as RoundResult[],
-  window: [] as RoundResult[],
-  deny: [] as RoundResult[],
-};
+for (const s of Object.values(scenarios)) await cannon(s, 3);
 for (let i = 0; i < ROUNDS; i++) {
-  scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
-  scenarios.admit.push(await cannon(admitUrl, SECONDS, gateway.child.pid));
-  scenarios.stacked.push(await cannon(stackedUrl, SECONDS, gateway.child.pid, stackedHeaders));
-  scenarios.window.push(await cannon(windowUrl, SECONDS, gateway.child.pid));
-  scenarios.deny.push(await cannon(denyUrl, SECONDS, gateway.child.pid));
+  for (const s of Object.values(scenarios)) s.rounds.push(await cannon(s, SECONDS));
 }
 const warnings: string[] = [];
-const admittedIn = (name: 'admit' | 'stacked' | 'window') => {
-  const other = sum(scenarios[name].map((r) => r.responses - r.status2xx + r.errors));
-  if (other > 0) warnings.push(`${name} rounds: ${other} responses were not 2xx or failed`);
-  return sum(scenarios[name].map((r) => r.status2xx));
-};
-for (const name of ['admit', 'stacked', 'window', 'deny'] as const) {
-  const fallbacks = sum(scenarios[name].map((r) => r.fallbacks));
+for (const [name, s] of Object.entries(scenarios)) {
+  const expected = sum(s.rounds.map((r) => (s.status === 200 ? r.status2xx : r.status429)));
+  const other = sum(s.rounds.map((r) => r.responses + r.errors)) - expected;
+  if (expected === 0) warnings.push(`${name} rounds saw no ${s.status}`);
+  if (other > 0) warnings.push(`${name} rounds: ${other} responses were not ${s.status} or failed`);
+  const fallbacks = sum(s.rounds.map((r) => r.fallbacks));
   // a decision the fallback took costs no EVALSHA: the EVALSHA ratio of that scenario is then below 1
   if (fallbacks > 0)
     warnings.push(
       `${name} rounds: ${fallbacks} decisions were taken by STORE_FAILURE=local, not Redis (Redis slower than STORE_TIMEOUT_MS)`,
     );
 }
-const admitted = admittedIn('admit');
-const stackedAdmitted = admittedIn('stacked');
-const windowAdmitted = admittedIn('window');
-const deniedResponses = sum(scenarios.deny.map((r) => r.status429));
-const denyOther = sum(scenarios.deny.map((r) => r.responses - r.status429 + r.errors));
-if (deniedResponses === 0) warnings.push('deny rounds saw no 429');
-if (denyOther > 0) warnings.push(`deny rounds: ${denyOther} responses were not 429 or failed`);
+const bareUrl = scenarios.bare!.url;
+const admitUrl = scenarios.admit!.url;
 
 // Latency at half the bare proxy's max rate, open loop, interleaved.
-const bareRps = median(scenarios.bare.map((r) => r.rps));
+const bareRps = median(scenarios.bare!.rounds.map((r) => r.rps));
 const rate = Math.round(bareRps / 2);
 const openBare: OpenLoopResult[] = [];
 const openAdmit: OpenLoopResult[] = [];
@@ -171,70 +219,51 @@ for (const [name, runs] of [
 }
 
 // ---- report ----
-const admitRps = median(scenarios.admit.map((r) => r.rps));
-const stackedRps = median(scenarios.stacked.map((r) => r.rps));
-const windowRps = median(scenarios.window.map((r) => r.rps));
-const denyRps = median(scenarios.deny.map((r) => r.rps));
 const fmt = (n: number, d = 0) => n.toFixed(d);
-const cpuCell = (runs: RoundResult[]) => {
-  const proxy = median(runs.map((r) => r.cpuUs.proxy));
-  const up = median(runs.map((r) => r.cpuUs.upstream));
-  const red = median(runs.map((r) => r.cpuUs.redis));
-  return `${fmt(proxy + up + red)} = ${fmt(proxy)} + ${fmt(up)} + ${fmt(red)}`;
-};
-const evalshaPer = (runs: RoundResult[]) =>
-  sum(runs.map((r) => r.evalshaPerResponse * r.responses)) / sum(runs.map((r) => r.responses));
+const perResponse = (runs: RoundResult[], key: 'evalshaPerResponse' | 'commandsPerResponse') =>
+  sum(runs.map((r) => r[key] * r.responses)) / sum(runs.map((r) => r.responses));
 const p = (runs: OpenLoopResult[], key: 'p50Ms' | 'p99Ms' | 'sendLagP99Ms' | 'achievedRps', d = 2) =>
   fmt(median(runs.map((r) => r[key])), d);
+const bareCpu = median(scenarios.bare!.rounds.map((r) => r.cpuUs.proxy));
 
 console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s (open loop: ${OPEN_ROUNDS}), ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | req/s (median) | vs bare | target | CPU µs/req on CPU 1 = proxy + upstream + redis |',
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | EVALSHA/req | req/s (median) | vs bare | target |',
 );
-console.log('| --- | ---: | ---: | --- | ---: |');
-console.log(`| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | ${cpuCell(scenarios.bare)} |`);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+for (const s of Object.values(scenarios)) {
+  const proxy = median(s.rounds.map((r) => r.cpuUs.proxy));
+  const red = median(s.rounds.map((r) => r.cpuUs.redis));
+  const rps = median(s.rounds.map((r) => r.rps));
+  const over =
+    s === scenarios.bare ? '' : `${proxy + red - bareCpu >= 0 ? '+' : ''}${fmt(proxy + red - bareCpu)}`;
+  console.log(
+    `| ${s.label} | ${fmt(proxy)} | ${fmt(red)} | ${over} | ${fmt(perResponse(s.rounds, 'commandsPerResponse'), 2)} | ${fmt(perResponse(s.rounds, 'evalshaPerResponse'), 3)} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${s.target} |`,
+  );
+}
 console.log(
-  `| gateway, every request admitted (Redis, exact, batched: the default) | ${fmt(admitRps)} | ${fmt(admitRps / bareRps, 2)} | ≥ 0.90 | ${cpuCell(scenarios.admit)} |`,
+  `\nper-round req/s: ${Object.entries(scenarios)
+    .map(([k, s]) => `${k} ${s.rounds.map((r) => fmt(r.rps)).join(' / ')}`)
+    .join('; ')}`,
 );
 console.log(
-  `| gateway, stacked rule: 3 limits (burst + daily per key, global), all admit (batched) | ${fmt(stackedRps)} | ${fmt(stackedRps / bareRps, 2)} | ≥ 0.75 | ${cpuCell(scenarios.stacked)} |`,
-);
-console.log(
-  `| gateway, sliding-window rule, every request admitted | ${fmt(windowRps)} | ${fmt(windowRps / bareRps, 2)} | | ${cpuCell(scenarios.window)} |`,
-);
-console.log(
-  `| gateway, denied flood (one blocked client) | ${fmt(denyRps)} | ${fmt(denyRps / bareRps, 2)} | ≥ 2.00 | ${cpuCell(scenarios.deny)} |`,
-);
-console.log(
-  `\nper-round req/s: ${(['bare', 'admit', 'stacked', 'window', 'deny'] as const)
-    .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
+  `per-round proxy CPU µs/req: ${Object.entries(scenarios)
+    .map(([k, s]) => `${k} ${s.rounds.map((r) => fmt(r.cpuUs.proxy)).join(' / ')}`)
     .join('; ')}\n`,
 );
 console.log('| measure | value | target |');
 console.log('| --- | ---: | --- |');
 console.log(
-  `| EVALSHA per admitted request (${admitted} admitted) | ${fmt(evalshaPer(scenarios.admit), 3)} | < 1 (batched) |`,
-);
-console.log(
-  `| EVALSHA per admitted request, stacked rule (${stackedAdmitted} admitted) | ${fmt(evalshaPer(scenarios.stacked), 3)} | < 1 (batched) |`,
-);
-console.log(
-  `| EVALSHA per admitted request, sliding-window rule (${windowAdmitted} admitted) | ${fmt(evalshaPer(scenarios.window), 3)} | < 1 (batched) |`,
-);
-console.log(
-  `| EVALSHA per denied request (flood, ${deniedResponses} denied) | ${fmt(evalshaPer(scenarios.deny), 4)} | 0 (denial cache) |`,
-);
-console.log(
-  `| Redis socket reads per EVALSHA (admit) | ${fmt(median(scenarios.admit.map((r) => r.redisReadsPerEvalsha)), 2)} | |`,
+  `| Redis socket reads per EVALSHA (admit) | ${fmt(median(scenarios.admit!.rounds.map((r) => r.redisReadsPerEvalsha)), 2)} | |`,
 );
 console.log(
   `| open-loop at ${rate} req/s, bare: achieved req/s, p50, p99 (client send lag p99) | ${p(openBare, 'achievedRps', 0)}, ${p(openBare, 'p50Ms')} ms, ${p(openBare, 'p99Ms')} ms (${p(openBare, 'sendLagP99Ms')} ms) | |`,
 );
-const p99Over = median(openAdmit.map((r) => r.p99Ms)) - median(openBare.map((r) => r.p99Ms));
+const p50Over = median(openAdmit.map((r) => r.p50Ms)) - median(openBare.map((r) => r.p50Ms));
 console.log(
-  `| open-loop at ${rate} req/s, gateway: achieved req/s, p50, p99 (client send lag p99) | ${p(openAdmit, 'achievedRps', 0)}, ${p(openAdmit, 'p50Ms')} ms, ${p(openAdmit, 'p99Ms')} ms (${p(openAdmit, 'sendLagP99Ms')} ms) | p99 ≤ bare + 1 ms, median of ${OPEN_ROUNDS} rounds (${p99Over >= 0 ? '+' : ''}${fmt(p99Over, 2)} ms) |`,
+  `| open-loop at ${rate} req/s, gateway: achieved req/s, p50, p99 (client send lag p99) | ${p(openAdmit, 'achievedRps', 0)}, ${p(openAdmit, 'p50Ms')} ms, ${p(openAdmit, 'p99Ms')} ms (${p(openAdmit, 'sendLagP99Ms')} ms) | p50 ≤ bare + 0.5 ms, median of ${OPEN_ROUNDS} rounds (${p50Over >= 0 ? '+' : ''}${fmt(p50Over, 2)} ms) |`,
 );
 console.log(
   `\nopen-loop p99 per round (ms): bare ${openBare.map((r) => fmt(r.p99Ms, 2)).join(' / ')}; gateway ${openAdmit.map((r) => fmt(r.p99Ms, 2)).join(' / ')}`,

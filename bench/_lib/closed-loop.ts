@@ -1,5 +1,5 @@
-// One closed-loop round (autocannon, pipelining 1) against one URL, with what it cost: EVALSHA calls
-// and Redis socket reads from Redis `INFO` around the round, CPU time of each server process, and the
+// One closed-loop round (autocannon, pipelining 1) against one URL, with what it cost: EVALSHA calls,
+// Redis data commands and socket reads from Redis `INFO` around the round, CPU time of each server process, and the
 // gateway's STORE_FAILURE fallbacks when asked for.
 import autocannon from 'autocannon';
 import { cpuMs } from './cpu-time.js';
@@ -22,6 +22,8 @@ export interface RoundResult {
   errors: number;
   /** EVALSHA calls per response */
   evalshaPerResponse: number;
+  /** Redis data commands per response (inside scripts included) */
+  commandsPerResponse: number;
   /** gateway decisions taken by the STORE_FAILURE fallback, not Redis (0 when not asked for) */
   fallbacks: number;
   /** Redis socket reads per EVALSHA (below 1: several calls arrived in one read) */
@@ -68,6 +70,7 @@ export async function closedLoopRound(o: RoundOptions): Promise<RoundResult> {
     status429: statuses['429']?.count ?? 0,
     errors: r.errors + r.timeouts,
     evalshaPerResponse: evalsha / responses,
+    commandsPerResponse: (redisAfter.commands - redisBefore.commands) / responses,
     fallbacks,
     redisReadsPerEvalsha: evalsha > 0 ? (redisAfter.reads - redisBefore.reads) / evalsha : 0,
     cpuUs: {

@@ -71,9 +71,31 @@ export interface Server extends Started {
 export interface RedisCounters {
   /** EVALSHA calls so far (INFO commandstats) */
   evalsha: number;
+  /**
+   * data commands so far: every command INFO commandstats counts (those a script runs included)
+   * except the script calls themselves and the bench's own INFO
+   */
+  commands: number;
   /** socket reads so far (INFO stats total_reads_processed) */
   reads: number;
 }
+
+/** Commands that carry no limiter work: script calls (their inner commands count), the bench's own INFO, connection chatter. */
+const NOT_DATA_COMMANDS = new Set([
+  'evalsha',
+  'eval',
+  'evalsha_ro',
+  'eval_ro',
+  'info',
+  'ping',
+  'client',
+  'hello',
+  'select',
+  'script',
+  'command',
+  'config',
+  'cluster',
+]);
 
 export interface RedisServer extends Server {
   counters(): Promise<RedisCounters>;
@@ -145,8 +167,13 @@ export class Stack {
           this.clients.push(client);
         }
         const [commands, stats] = await Promise.all([client.info('commandstats'), client.info('stats')]);
+        let data = 0;
+        for (const [, name, calls] of commands.matchAll(/^cmdstat_([a-z_|]+):calls=(\d+)/gm)) {
+          if (!NOT_DATA_COMMANDS.has(name!.split('|')[0]!)) data += Number(calls);
+        }
         return {
           evalsha: Number(/cmdstat_evalsha:calls=(\d+)/.exec(commands)?.[1] ?? 0),
+          commands: data,
           reads: Number(/total_reads_processed:(\d+)/.exec(stats)?.[1] ?? 0),
         };
       },
@@ -168,6 +195,16 @@ export class Stack {
     );
   }
 
+  /** @fastify/http-proxy behind the plain @fastify/rate-limit plugin on `redisUrl` (the yardstick). */
+  startRateLimitedProxy(upstreamUrl: string, redisUrl: string): Promise<Server> {
+    return this.start(
+      'rate-limited proxy',
+      [...this.node.tsx, 'bench/_lib/rate-limited-proxy.ts'],
+      { UPSTREAM_URL: upstreamUrl, REDIS_URL: redisUrl },
+      (port) => httpOk(`http://127.0.0.1:${port}/`),
+    );
+  }
+
   startRulesApi(): Promise<Server> {
     return this.start(
       'rules API',
@@ -183,11 +220,13 @@ export class Stack {
     upstreamUrl: string,
     rulesUrl: string,
     env: Record<string, string>,
+    /** the built server to run: this checkout's by default, another build (a baseline) when given */
+    serverJs = 'apps/gateway/dist/server.js',
   ): Promise<Gateway> {
     const adminPort = await freePort();
     const started = await this.start(
       name,
-      [...this.node.gateway, 'apps/gateway/dist/server.js'],
+      [...this.node.gateway, serverJs],
       {
         ...QUIET,
         HOST: '127.0.0.1',
