@@ -608,7 +608,7 @@ interface ChargedGroup {
  * charge it). Reported as its whole quota, allowed, with nothing to wait for.
  */
 function notAsked(spec: LimitSpec): LimitOutcome {
-  const level = spec.algorithm === 'token-bucket' ? spec.capacity : 0;
+  const level = algorithmOf(spec).idleLevel(spec);
   return outcomeOf(spec, { allowed: true, level, retryAfterMs: 0, resetMs: 0 });
 }
 

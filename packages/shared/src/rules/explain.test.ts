@@ -1,9 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { normalizePath } from '../http/normalize-path.js';
+import { checkRule } from './check.js';
+import { withDefaults } from './defaults.js';
 import { clientKeyOf, compileExplainer, ipClientKeyOf, MAX_CONSIDERED } from './explain.js';
 import { compileRules } from './match.js';
-import { checkRule, type Rule, type RuleInput, withDefaults } from './schema.js';
+import type { Rule, RuleInput } from './schema.js';
 
 let nextId = 0;
 function rule(input: RuleInput): Rule {

@@ -1,5 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { checkRule } from './check.js';
+import { withDefaults } from './defaults.js';
 import {
   compileRules,
   type MatchRequest,
@@ -7,7 +9,7 @@ import {
   RuleCompileError,
   requestHostKey,
 } from './match.js';
-import { checkRule, type Rule, type RuleInput, withDefaults } from './schema.js';
+import type { Rule, RuleInput } from './schema.js';
 
 let nextId = 0;
 
