@@ -199,11 +199,9 @@ describe('edges', () => {
     for (const [limits, cost, nowMs] of bad) {
       expect(() => decide(undefined, limits, cost, nowMs)).toThrow(LimitArgumentError);
     }
-    try {
-      decide(undefined, spec(0), -1, 0);
-    } catch (error) {
-      expect((error as LimitArgumentError).code).toBe('LIMIT_INVALID_ARGUMENT');
-    }
+    expect(() => decide(undefined, spec(0), -1, 0)).toThrow(
+      expect.objectContaining({ code: 'LIMIT_INVALID_ARGUMENT', message: 'cost must be > 0, got -1' }),
+    );
   });
 
   it('an empty bucket takes capacityRefillMs to fill, capped at MAX_WAIT_MS', () => {
