@@ -280,6 +280,29 @@ describe('planChanges', () => {
     expect(plan.steps[1]).toMatchObject({ reason: 'create-only' });
   });
 
+  it('says what a created or updated rule will limit, one line per limit under its name', () => {
+    const slots: RuleInput = {
+      name: 'uploads',
+      match: { path: '/uploads/**' },
+      limits: [
+        { name: 'inflight', client: { by: 'header', name: 'x-api-key' }, algorithm: 'concurrency', max: 3 },
+        { name: 'daily', algorithm: 'sliding-window', max: 500, window: '1d' },
+      ],
+    };
+    const plan = planChanges([slots, { ...perIp, cost: 2 }, other], [stored(perIp), stored(other)]);
+    expect(formatPlan(plan)).toBe(
+      [
+        '  = unchanged other',
+        '  ~ update    per-ip   (cost)',
+        '              5 per client IP, 5 more every 1m (token bucket)',
+        '  + create    uploads',
+        '              inflight: 3 at once per x-api-key',
+        '              daily: 500 per client IP in any 1d (sliding window)',
+        '1 to create, 1 to update, 0 to delete, 1 unchanged.',
+      ].join('\n'),
+    );
+  });
+
   it('has no changes when the server already matches', () => {
     const plan = planChanges([perIp, other], [stored(other), stored(perIp)], { prune: true });
     expect(plan.hasChanges).toBe(false);

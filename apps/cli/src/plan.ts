@@ -6,6 +6,7 @@
  */
 import { isIP } from 'node:net';
 import {
+  algorithmNamed,
   type Client,
   parseDuration,
   type Rule,
@@ -13,6 +14,7 @@ import {
   type RuleFieldsV2,
   type RuleInput,
   type RuleLimit,
+  ruleSummary,
   withDefaults,
 } from '@sluice/shared';
 
@@ -98,22 +100,16 @@ function comparable(fields: RuleFields): Record<string, Meaning> {
     const at = `limits.${limit.name}`;
     out[`${at}.client`] = clientMeaning(limit.client);
     out[`${at}.algorithm`] = limit.algorithm;
-    switch (limit.algorithm) {
-      case 'token-bucket':
-        out[`${at}.capacity`] = limit.capacity;
-        out[`${at}.refill`] = limit.refill;
-        out[`${at}.period`] = durationMs(limit.period);
-        out[`${at}.maxDebt`] = limit.maxDebt;
-        out[`${at}.cost`] = limit.cost ?? fields.cost;
-        break;
-      case 'sliding-window':
-        out[`${at}.max`] = limit.max;
-        out[`${at}.window`] = durationMs(limit.window);
-        out[`${at}.cost`] = limit.cost ?? fields.cost;
-        break;
-      case 'concurrency':
-        out[`${at}.max`] = limit.max;
-        break;
+    // the limit's own fields, as its algorithm lists them; a string there is always a duration
+    const format = algorithmNamed(limit.algorithm)?.rule;
+    if (format === undefined) continue; // the server never holds one; its fields mean nothing here
+    const written = limit as Record<string, unknown>;
+    for (const field of Object.keys(format.fields)) {
+      const value = written[field];
+      out[`${at}.${field}`] = typeof value === 'string' ? durationMs(value) : (value as Meaning);
+    }
+    if (format.costless === undefined) {
+      out[`${at}.cost`] = ('cost' in limit ? limit.cost : undefined) ?? fields.cost;
     }
   }
   return out;
@@ -257,14 +253,27 @@ const SYMBOL: Record<PlanAction, string> = {
   keep: '·',
 };
 
-/** Human-readable plan, one line per rule, then a summary line. */
+/** Where a rule's name starts in a plan line (`  + create    `): its limits in words are indented to it. */
+const NAME_COLUMN = 14;
+
+/** What a created or updated rule will limit, one line per limit (the words the console shows too). */
+function limitLines(input: RuleInput): string[] {
+  return ruleSummary(withDefaults(input)).map((line) => `${' '.repeat(NAME_COLUMN)}${line}`);
+}
+
+/**
+ * Human-readable plan, one line per rule (followed, for a rule to create or update, by what it will
+ * limit), then a summary line.
+ */
 export function formatPlan(plan: Plan): string {
   const width = Math.max(0, ...plan.steps.map((s) => s.name.length));
-  const lines = plan.steps.map((step) => {
+  const lines = plan.steps.flatMap((step) => {
     const head = `  ${SYMBOL[step.action]} ${step.action.padEnd(9)} ${step.name.padEnd(width)}`;
     switch (step.action) {
+      case 'create':
+        return [head.trimEnd(), ...limitLines(step.input)];
       case 'update':
-        return `${head}  (${step.changedFields.join(', ')})`;
+        return [`${head}  (${step.changedFields.join(', ')})`, ...limitLines(step.input)];
       case 'keep':
         return step.reason === 'not-in-file'
           ? `${head}  (not in the file; --prune deletes it)`

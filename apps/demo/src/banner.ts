@@ -1,6 +1,6 @@
 /** The text the demo prints once everything is ready: where things are, and four examples to try. */
 import { toFileEntry } from '@sluice/cli';
-import type { Rule, RuleLimit } from '@sluice/shared';
+import { limitSummary, type Rule } from '@sluice/shared';
 import { style } from './output.js';
 
 export interface BannerInfo {
@@ -101,7 +101,7 @@ function stackedExample(info: BannerInfo): string[] {
   const key = keyHeader ? ` -H '${keyHeader}: alice'` : '';
   const lines = [
     style('bold', `  4) Stacked limits: "${orders.name}" counts every request against all of its limits`),
-    ...orders.limits.map((limit) => `       ${describeLimit(limit)}`),
+    ...orders.limits.map((limit) => `       ${limitSummary(limit)}`),
     `     One RateLimit item per limit, named "<rule>.<limit>":`,
     `     curl -si${key} ${url} | grep -i '^ratelimit'`,
     `     Past the burst of ${burst}${keyHeader ? ' (each key has its own)' : ''}: a 429 naming the limit ("limit":"${burstLimit.name}"),`,
@@ -120,27 +120,6 @@ function stackedExample(info: BannerInfo): string[] {
   lines.push('');
   return lines;
 }
-
-/** One line per limit: `burst: 5 per x-api-key, 1 more every 1s (token bucket)`. */
-function describeLimit(limit: RuleLimit): string {
-  const whose =
-    limit.client.by === 'header'
-      ? `per ${limit.client.name}`
-      : limit.client.by === 'ip'
-        ? 'per client IP'
-        : 'for all clients together';
-  switch (limit.algorithm) {
-    case 'token-bucket':
-      return `${limit.name}: ${limit.capacity} ${whose}, ${limit.refill} more every ${duration(limit.period)} (token bucket)`;
-    case 'sliding-window':
-      return `${limit.name}: ${limit.max} ${whose} in any ${duration(limit.window)} (sliding window)`;
-    case 'concurrency':
-      return `${limit.name}: ${limit.max} at once ${whose}`;
-  }
-}
-
-/** A duration as written; a number is milliseconds. */
-const duration = (value: string | number) => (typeof value === 'number' ? `${value}ms` : value);
 
 /** A request path the rule takes: `/api/orders/**` → `/api/orders/42`; a path with `*` inside → `fallback`. */
 function examplePath(rulePath: string, fallback: string): string {

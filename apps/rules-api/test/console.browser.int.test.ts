@@ -61,7 +61,7 @@ async function adminCall(method: string, url: string, body?: unknown, ifMatch?: 
 
 const STACKED = {
   name: 'search',
-  description: 'search API: burst and daily per key, and a cap for everyone',
+  description: 'search API: burst, daily and in flight per key, and a cap for everyone',
   match: { path: '/search/**', methods: ['GET'] },
   limits: [
     { name: 'burst', client: { by: 'header', name: 'x-api-key' }, capacity: 20, refill: 10, period: '1s' },
@@ -73,6 +73,7 @@ const STACKED = {
       window: '1d',
     },
     { name: 'everyone', client: { by: 'global' }, capacity: 1000, refill: 1000, period: '1s' },
+    { name: 'inflight', client: { by: 'header', name: 'x-api-key' }, algorithm: 'concurrency', max: 5 },
   ],
 };
 
@@ -108,8 +109,14 @@ describe('the console in Chromium', () => {
     const row = page.locator('tr[data-rule="search"]');
     await row.waitFor();
     expect(await row.textContent()).toContain('v2');
-    expect(await row.textContent()).toContain('burst: 20 burst, 10 / 1s per x-api-key');
-    expect(await row.textContent()).toContain('everyone: 1000 burst, 1000 / 1s global');
+    // each limit in the words the API serves (ruleSummary), a concurrency limit's max included
+    const limitsCell = row.locator('td').nth(2);
+    expect(await limitsCell.locator('div').allTextContents()).toEqual([
+      'burst: 20 per x-api-key, 10 more every 1s (token bucket)',
+      'daily: 10000 per x-api-key in any 1d (sliding window)',
+      'everyone: 1000 for all clients together, 1000 more every 1s (token bucket)',
+      'inflight: 5 at once per x-api-key',
+    ]);
 
     // a second rule, so explain has something to choose between
     const free = await adminCall('POST', '/rules', {

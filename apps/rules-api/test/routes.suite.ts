@@ -457,6 +457,44 @@ export function describeRoutes(label: string, makeBackend: MakeBackend) {
         expect(typeof first.nextCursor).toBe('string');
       });
 
+      it("serves each listed rule's limits in words beside the rules, by rule id, never inside them", async () => {
+        const prefix = `sum${Date.now() % 100000}`;
+        const stacked = await createRule(
+          app,
+          ruleInput({
+            name: `${prefix}-stacked`,
+            limit: undefined,
+            limits: [
+              {
+                name: 'burst',
+                client: { by: 'header', name: 'X-Api-Key' },
+                capacity: 20,
+                refill: 10,
+                period: '1s',
+              },
+              { name: 'daily', algorithm: 'sliding-window', max: 10_000, window: '1d' },
+              { name: 'inflight', client: { by: 'global' }, algorithm: 'concurrency', max: 5 },
+            ],
+          }),
+        );
+        const free = await createRule(
+          app,
+          ruleInput({ name: `${prefix}-free`, limit: undefined, unlimited: true, priority: 5 }),
+        );
+        const page = (await get(`/rules?limit=1000`, reader)).json();
+        expect(page.summaries[stacked.id]).toEqual([
+          'burst: 20 per x-api-key, 10 more every 1s (token bucket)',
+          'daily: 10000 per client IP in any 1d (sliding window)',
+          'inflight: 5 at once for all clients together',
+        ]);
+        expect(page.summaries[free.id]).toEqual(['no limit']);
+        expect(Object.keys(page.summaries).sort()).toEqual(page.items.map((rule: Rule) => rule.id).sort());
+        // the rules themselves are exactly what GET /rules/{id} returns (and PUT takes back)
+        const listed = page.items.find((rule: Rule) => rule.id === stacked.id);
+        expect(listed).toEqual((await get(`/rules/${stacked.id}`)).json());
+        expect(listed).not.toHaveProperty('summary');
+      });
+
       it('answers 400 naming the parameter for a bad limit, enabled or cursor', async () => {
         for (const query of ['limit=0', 'limit=1001', 'limit=abc', 'limit=1.5', 'limit=-1']) {
           expect(expectError(await get(`/rules?${query}`), 400).message, query).toContain('limit');

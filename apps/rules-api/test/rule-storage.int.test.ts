@@ -198,7 +198,14 @@ describe.each(BACKENDS)('rule storage on %s', (_label, open) => {
       expect(snapshot.body).toBe(JSON.stringify({ version: 6, rules: [alpha, beta] }));
       expect((await get(`/rules/${alphaId}`)).json()).toEqual(alpha);
       expect((await get(`/rules/${alphaId}`)).headers.etag).toBe('"3"');
-      expect((await get('/rules')).json()).toEqual({ items: [alpha, beta], nextCursor: null });
+      expect((await get('/rules')).json()).toEqual({
+        items: [alpha, beta],
+        nextCursor: null,
+        summaries: {
+          [alphaId]: ['100 per x-api-key, 100 more every 1m (token bucket)'],
+          [betaId]: ['1.5 per client IP, 0.25 more every 60000ms (token bucket)'],
+        },
+      });
     });
 
     it('returns the same history, also of a deleted rule', async () => {

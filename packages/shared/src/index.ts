@@ -10,12 +10,31 @@ export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
 export {
   type Algorithm,
+  type AlgorithmModel,
   type Evaluation,
   LimitArgumentError,
+  type LimitFormat,
+  type LimitUsage,
   type Verdict,
 } from './limiter/algorithms/algorithm.js';
-export { ALGORITHMS, algorithmOf } from './limiter/algorithms/index.js';
+export { carryDenialForward, carryForward } from './limiter/algorithms/carry-forward.js';
+export { CONCURRENCY_RETRY_AFTER_MS, type SlotsState } from './limiter/algorithms/concurrency/model.js';
+export {
+  ConcurrencyLimitSchema,
+  MAX_CONCURRENCY,
+} from './limiter/algorithms/concurrency/rule-format.js';
+export {
+  ALGORITHM_NAMES,
+  ALGORITHMS,
+  type AlgorithmName,
+  algorithmNamed,
+  algorithmOf,
+  DEFAULT_ALGORITHM,
+  limitKeyName,
+} from './limiter/algorithms/index.js';
+export { leaseRequestsOf, leaseSpecOf } from './limiter/algorithms/lease.js';
 export { estimateAt, type WindowState } from './limiter/algorithms/sliding-window/model.js';
+export { SlidingWindowLimitSchema } from './limiter/algorithms/sliding-window/rule-format.js';
 export {
   type BucketLimits,
   type BucketState,
@@ -23,12 +42,19 @@ export {
   canEverAdmit,
   capacityRefillMs,
 } from './limiter/algorithms/token-bucket/model.js';
+export { TokenBucketLimitSchema } from './limiter/algorithms/token-bucket/rule-format.js';
 export { MAX_WAIT_MS } from './limiter/algorithms/wait.js';
 export * from './limiter/headers.js';
 export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
 export * from './limiter/peek.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
+export * from './rules/check.js';
+export * from './rules/defaults.js';
 export * from './rules/duration.js';
+export { clientWords, durationWords } from './rules/fields.js';
+export * from './rules/limits-of.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';
+export * from './rules/summary.js';
+export * from './rules/validate.js';

@@ -1,8 +1,9 @@
 /**
  * `GET /usage?rule=<name>&client=<client key>` on the admin port: where one client stands against
- * every limit of one rule now, charging nothing (docs/visibility.md). The limits' states are read
- * (Redis MGET + TIME, or the in-process store) and evaluated with the TypeScript twins of the
- * algorithms, so the answer is what the client's next request would be told by each limit.
+ * every limit of one rule now, charging nothing (docs/visibility.md). The limits' states are read as
+ * each algorithm stores them (Redis, one MULTI with TIME, or the in-process store) and evaluated with
+ * the TypeScript twins of the algorithms, so the answer is what the client's next request would be
+ * told by each limit (a concurrency limit: the slots in flight).
  */
 import { isIP } from 'node:net';
 import {
@@ -27,8 +28,6 @@ export interface UsageRouteOptions {
   planOf: (rule: CompiledRule) => RulePlan;
   /** each check's outcome now, charging nothing (peek.ts); rejects when the store cannot be read */
   peek: (checks: readonly LimitCheck[]) => Promise<LimitOutcome[]>;
-  /** requests still being served per limit key; 0 until limits count concurrency */
-  inFlight?: (key: string) => number;
 }
 
 /**
@@ -85,7 +84,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOp
           algorithm: limit.spec.algorithm,
           remaining: usage.remaining,
           debt: usage.debt,
-          inFlight: options.inFlight?.(checks[i]!.key) ?? 0,
+          inFlight: usage.inFlight,
           fullInSeconds: usage.fullInSeconds,
         };
       }),

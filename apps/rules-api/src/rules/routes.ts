@@ -4,7 +4,7 @@
  */
 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { checkRule, type RuleInput, withDefaults } from '@sluice/shared';
+import { checkRule, type RuleInput, ruleSummary, withDefaults } from '@sluice/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { type AuthOptions, requireToken } from '../auth.js';
 import { InvalidCursorError, RuleNotFoundError, ValidationError } from '../errors.js';
@@ -91,6 +91,8 @@ export const rulesRoutes: FastifyPluginAsync<RulesRoutesOptions> = async (app, o
     return {
       items: page.items,
       nextCursor: page.hasMore && last ? encodeCursor({ after: last.name }) : null,
+      // beside the rules, not in them: a rule is returned exactly as written (PUT and the CLI round-trip it)
+      summaries: Object.fromEntries(page.items.map((rule) => [rule.id, ruleSummary(rule)])),
     };
   });
 

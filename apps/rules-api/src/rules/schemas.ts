@@ -80,7 +80,13 @@ export const HistoryQuery = Type.Object({
   cursor: Type.Optional(Type.String({ description: "the previous page's `nextCursor`" })),
 });
 
-export const RuleListSchema = Type.Object({ items: Type.Array(RuleRef), nextCursor });
+/** Each listed rule's limits in words, by rule id (`ruleSummary`: what the console shows). */
+const Summaries = Type.Record(Type.String(), Type.Array(Type.String()), {
+  description:
+    "rule id → one line per limit, in the rule's order, e.g. `burst: 5 per x-api-key, 1 more every 1s (token bucket)`; `no limit` for an unlimited rule. Beside the rules, never inside them: rules are returned exactly as written",
+});
+
+export const RuleListSchema = Type.Object({ items: Type.Array(RuleRef), nextCursor, summaries: Summaries });
 
 export const SnapshotSchema = Type.Object({
   version: Type.Integer({

@@ -16,9 +16,8 @@
  * change limits under the same keys, so the whole cache is cleared when the rule set changes.
  */
 import { LRUCache } from 'lru-cache';
-import { balanceAt } from '../limiter/algorithms/token-bucket/model.js';
-import { remainingOf } from '../limiter/headers.js';
-import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from '../limiter/limits.js';
+import { carryDenialForward } from '../limiter/algorithms/carry-forward.js';
+import type { LimitCheck, LimitSpec, StoreDecision } from '../limiter/limits.js';
 
 interface CachedDenial {
   /** monotonic ms (performance.now) when the deciding request was sent to the store */
@@ -75,32 +74,11 @@ export class DenialCache {
       this.entries.delete(key);
       return undefined;
     }
-    const elapsedMs = Math.max(0, nowMs - entry.sentAtMs);
-    const { decision, specs } = entry;
-    return {
-      allowed: false,
-      deniedIndex: decision.deniedIndex,
-      retryAfterMs: entry.untilMs - nowMs,
-      limits: decision.limits.map((outcome, i) => forward(outcome, specs[i]!, elapsedMs)),
-    };
+    // what every limit says now, as its algorithm carries a denial forward; the wait ends when the store's did
+    return carryDenialForward(entry.decision, entry.specs, Math.max(0, nowMs - entry.sentAtMs));
   }
 
   clear(): void {
     this.entries?.clear();
   }
-}
-
-/** An outcome `elapsedMs` later with no further traffic. */
-function forward(outcome: LimitOutcome, spec: LimitSpec, elapsedMs: number): LimitOutcome {
-  const level =
-    spec.algorithm === 'token-bucket'
-      ? balanceAt({ balance: outcome.level, updatedAtMs: 0 }, spec, elapsedMs)
-      : outcome.level;
-  return {
-    allowed: outcome.allowed,
-    level,
-    remaining: remainingOf(spec, level),
-    retryAfterMs: Math.max(0, outcome.retryAfterMs - elapsedMs),
-    resetMs: Math.max(0, outcome.resetMs - elapsedMs),
-  };
 }

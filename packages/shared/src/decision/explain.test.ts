@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { normalizePath } from '../http/normalize-path.js';
+import { checkRule } from '../rules/check.js';
+import { withDefaults } from '../rules/defaults.js';
 import { compileRules } from '../rules/match.js';
-import { checkRule, type Rule, type RuleInput, withDefaults } from '../rules/schema.js';
+import type { Rule, RuleInput } from '../rules/schema.js';
 import { clientKeyOf, compileExplainer, ipClientKeyOf, MAX_CONSIDERED } from './explain.js';
 
 let nextId = 0;

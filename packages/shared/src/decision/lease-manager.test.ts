@@ -6,9 +6,10 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { leaseRequestsOf } from '../limiter/algorithms/lease.js';
 import type { LimitCheck, Settlement, StoreDecision, TokenBucketSpec } from '../limiter/limits.js';
 import { MemoryStore } from '../limiter/memory-store.js';
-import { LeaseManager, type LeaseStore, leaseRequestsOf } from './lease-manager.js';
+import { LeaseManager, type LeaseStore } from './lease-manager.js';
 
 /** A simulated clock with timers that fire as it moves. */
 class SimClock {

@@ -23,7 +23,8 @@
  * with every further denial in a row up to 16 × `leaseMs` (a key held at its limit gains nothing from
  * leases, and each attempt would be one more call).
  */
-import type { LimitCheck, LimitOutcome, LimitSpec, Settlement, StoreDecision } from '../limiter/limits.js';
+import { leaseSpecOf } from '../limiter/algorithms/lease.js';
+import type { LimitCheck, LimitOutcome, Settlement, StoreDecision } from '../limiter/limits.js';
 import type { DecidedBy, PolicyAnswer } from './store-policy.js';
 
 /** What the manager needs of a store: the store policy (`GuardedStore`) has exactly this. */
@@ -59,20 +60,6 @@ export interface LeaseStats {
   returnedTokens: number;
   /** unused tokens whose return failed (the store could not take them back: never over-admits) */
   lostTokens: number;
-}
-
-/**
- * How many requests one lease of a rule may hold: the most requests whose cost fits in a quarter of
- * every limit's capacity; 0 when the rule cannot lease (a limit that is not a token bucket, or less
- * than 2 requests fit: a 1-request lease would only add a call to an exact decision).
- */
-export function leaseRequestsOf(limits: readonly { spec: LimitSpec; cost: number }[]): number {
-  let most = Number.POSITIVE_INFINITY;
-  for (const { spec, cost } of limits) {
-    if (spec.algorithm !== 'token-bucket') return 0;
-    most = Math.min(most, Math.floor(spec.capacity / 4 / cost));
-  }
-  return most >= 2 && Number.isFinite(most) ? most : 0;
 }
 
 interface Lease {
@@ -258,7 +245,7 @@ export class LeaseManager {
     const leaseChecks: LimitCheck[] = checks.map((check) => ({
       key: check.key,
       // a lease never overdraws the bucket: only an exact decision may, as in exact mode
-      spec: check.spec.algorithm === 'token-bucket' ? { ...check.spec, maxDebt: 0 } : check.spec,
+      spec: leaseSpecOf(check.spec),
       cost: check.cost * requests,
     }));
     let tokensPerRequest = 0;

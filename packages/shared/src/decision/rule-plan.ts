@@ -5,6 +5,8 @@
  * lifecycle (charge, refund, slots), lease size, metric counters, and the decisions that carry no
  * per-request data (unlimited, open, unavailable) as constants.
  */
+import { limitKeyName } from '../limiter/algorithms/index.js';
+import { leaseRequestsOf } from '../limiter/algorithms/lease.js';
 import { headerItemName } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
 import type { CompiledCharge, CompiledLimit, CompiledRule } from '../rules/match.js';
@@ -14,7 +16,6 @@ import {
   type UnavailableDecision,
   type UnlimitedDecision,
 } from './decision.js';
-import { leaseRequestsOf } from './lease-manager.js';
 
 /** A counter the core bumps; prom-client counters and the gateway's counter cells both have `inc()`. */
 export interface Counter {
@@ -55,10 +56,7 @@ export const NO_METER: DecisionMeter = { requests: () => NO_COUNTERS, cachedDeni
 export interface LimitPlan {
   /** '' for a v1 rule's single limit */
   readonly name: string;
-  /**
-   * the limit's part of its store key: the name, `<name>:slots` for a concurrency limit (a sorted set,
-   * never under the key a string state of the same limit name had before an edit of its algorithm)
-   */
+  /** the limit's part of its store key, as its algorithm names it (`limitKeyName`) */
   readonly keyName: string;
   readonly spec: LimitSpec;
   /** what one request takes from it */
@@ -107,7 +105,7 @@ export function planRule(compiled: CompiledRule, options: PlanOptions): RulePlan
   const name = compiled.name;
   const limits: LimitPlan[] = compiled.limits.map((limit) => ({
     name: limit.name,
-    keyName: limit.spec.algorithm === 'concurrency' ? `${limit.name}:slots` : limit.name,
+    keyName: limitKeyName(limit.spec, limit.name),
     spec:
       limit.spec.algorithm === 'concurrency' && options.slotLeaseMs !== undefined
         ? Object.freeze({ ...limit.spec, leaseMs: options.slotLeaseMs })

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   headerItemName,
   policyHeader,
-  policyNumbers,
+  policyItem,
   rateLimitHeader,
   remainingOf,
   retryAfterSeconds,
@@ -82,14 +82,23 @@ describe('decision headers', () => {
     expect(retryAfterSeconds({ retryAfterMs: 1_001 })).toBe(2);
   });
 
-  it('policy numbers: w is at least 1 and exact for whole refills', () => {
-    expect(policyNumbers(bucket(100, 100, 60_000))).toEqual({ q: 100, w: 60 });
-    expect(policyNumbers(bucket(10, 3, 1_000))).toEqual({ q: 10, w: 4 });
-    expect(policyNumbers(bucket(3, 0.1, 1_000))).toEqual({ q: 3, w: 30 });
-    expect(policyNumbers(bucket(1, 1_000, 1_000))).toEqual({ q: 1, w: 1 });
-    expect(policyNumbers(bucket(10, 1e-300, 1_000))).toEqual({ q: 10, w: 1e12 });
-    expect(policyNumbers(window(5, 500))).toEqual({ q: 5, w: 1 });
-    expect(policyNumbers(window(10_000, 86_400_000))).toEqual({ q: 10_000, w: 86_400 });
+  it('policy items: w is at least 1 and exact for whole refills; a concurrency limit has a unit, no window', () => {
+    const item = (spec: LimitSpec) => policyItem('"a"', spec);
+    expect(item(bucket(100, 100, 60_000))).toBe('"a";q=100;w=60');
+    expect(item(bucket(10, 3, 1_000))).toBe('"a";q=10;w=4');
+    expect(item(bucket(3, 0.1, 1_000))).toBe('"a";q=3;w=30');
+    expect(item(bucket(1, 1_000, 1_000))).toBe('"a";q=1;w=1');
+    expect(item(bucket(10, 1e-300, 1_000))).toBe('"a";q=10;w=1000000000000');
+    expect(item(window(5, 500))).toBe('"a";q=5;w=1');
+    expect(item(window(10_000, 86_400_000))).toBe('"a";q=10000;w=86400');
+    expect(item({ algorithm: 'concurrency', max: 5, leaseMs: 35_000 })).toBe(
+      '"a";q=5;qu="concurrent-requests"',
+    );
+  });
+
+  it('r of a concurrency limit is its free slots', () => {
+    const slots: LimitSpec = { algorithm: 'concurrency', max: 5, leaseMs: 35_000 };
+    expect([0, 2, 5, 6].map((held) => remainingOf(slots, held))).toEqual([5, 3, 0, 0]);
   });
 
   it('one item per limit, in order, named "<rule>.<limit>" (a v1 rule\'s limit is the rule itself)', () => {

@@ -8,38 +8,19 @@
  * one item per limit, in the rule's order: `"<rule>"` for a v1 rule, `"<rule>.<limit>"` for each limit
  * of a v2 rule. Seconds are whole numbers, rounded up.
  */
-import { capacityRefillMs } from './algorithms/token-bucket/model.js';
+import { algorithmOf } from './algorithms/index.js';
+import { wholeSecondsUp } from './algorithms/whole-seconds.js';
 import type { LimitOutcome, LimitSpec, StoreDecision } from './limits.js';
 
-/** Largest sf-integer (RFC 9651): bounds `w` and `t` for absurdly slow limits. */
-const MAX_SF_INTEGER = 999_999_999_999_999;
-
-/** Whole seconds, rounded up, for a whole number of ms (`t`, `w`, Retry-After). */
-export function wholeSecondsUp(ms: number): number {
-  return Math.min(Math.ceil(ms / 1000), MAX_SF_INTEGER);
-}
+export { wholeSecondsUp } from './algorithms/whole-seconds.js';
 
 /**
- * The `r` of one limit: whole units left after the decision, never negative. Token bucket:
- * `max(0, floor(balance))`; sliding window: `max(0, floor(max − estimate))`; concurrency: free
- * slots, `max − held`.
+ * The `r` of one limit: whole units left after the decision, never negative (its plug-in says what a
+ * unit is: token bucket `max(0, floor(balance))`; sliding window `max(0, floor(max − estimate))`;
+ * concurrency: free slots, `max − held`).
  */
 export function remainingOf(spec: LimitSpec, level: number): number {
-  const left = spec.algorithm === 'token-bucket' ? level : spec.max - level;
-  return left > 0 ? Math.floor(left) : 0;
-}
-
-/**
- * The `q` and `w` of one limit. Token bucket: `q` = capacity, `w` = seconds for an empty bucket to
- * be full, by the same arithmetic as `t` (so a just-emptied bucket reports `t` = `w`); sliding window:
- * `q` = max, `w` = the window in seconds. `w` is at least 1.
- */
-export function policyNumbers(spec: LimitSpec): { q: number; w: number } {
-  if (spec.algorithm === 'concurrency') return { q: spec.max, w: 1 };
-  if (spec.algorithm === 'token-bucket') {
-    return { q: spec.capacity, w: Math.max(1, wholeSecondsUp(capacityRefillMs(spec))) };
-  }
-  return { q: spec.max, w: Math.max(1, wholeSecondsUp(spec.windowMs)) };
+  return algorithmOf(spec).remaining(spec, level);
 }
 
 /** Retry-After of a denied decision: whole seconds, rounded up, at least 1. */
@@ -54,13 +35,12 @@ export function headerItemName(ruleName: string, limitName: string): string {
 }
 
 /**
- * One `RateLimit-Policy` item: `<item>;q=<quota>;w=<seconds>`, or for a concurrency limit
- * `<item>;q=<max>;qu="concurrent-requests"` (a quota of requests in flight has no window).
+ * One `RateLimit-Policy` item: `<item>;<the plug-in's parameters>`. Token bucket `q=<capacity>;w=<seconds
+ * for an empty bucket to be full>`, sliding window `q=<max>;w=<window seconds>` (`w` at least 1),
+ * concurrency `q=<max>;qu="concurrent-requests"` (a quota of requests in flight has no window).
  */
 export function policyItem(item: string, spec: LimitSpec): string {
-  if (spec.algorithm === 'concurrency') return `${item};q=${spec.max};qu="concurrent-requests"`;
-  const { q, w } = policyNumbers(spec);
-  return `${item};q=${q};w=${w}`;
+  return `${item};${algorithmOf(spec).policyParameters(spec)}`;
 }
 
 /** The whole `RateLimit-Policy` value; computed once per rule. */

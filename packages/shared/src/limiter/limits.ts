@@ -7,46 +7,17 @@
  * rule's order. A store decides all of a request's checks at once, all or nothing: when any check
  * denies, none is charged.
  */
+import type { RegisteredSpec } from './algorithms/index.js';
 
-/** A token bucket whose balance may go negative, so that a large request is paid back by waiting. */
-export interface TokenBucketSpec {
-  readonly algorithm: 'token-bucket';
-  /** most tokens the bucket holds (the burst); > 0 */
-  readonly capacity: number;
-  /** tokens gained every `periodMs`, continuously; > 0 */
-  readonly refill: number;
-  /** refill period in milliseconds; > 0 */
-  readonly periodMs: number;
-  /** how far below zero one admitted request may take the balance; >= 0 */
-  readonly maxDebt: number;
-}
+export type { ConcurrencySpec } from './algorithms/concurrency/model.js';
+export type { SlidingWindowSpec } from './algorithms/sliding-window/model.js';
+export type { TokenBucketSpec } from './algorithms/token-bucket/model.js';
 
 /**
- * Cloudflare's sliding-window approximation: `estimate = current + previous · (1 − elapsed/window)`
- * over windows aligned to whole multiples of `windowMs` since the Unix epoch (store clock).
+ * What one limit is, for the plug-in that decides it: the union of every registered algorithm's spec
+ * (algorithms/index.ts), so that registering an algorithm is what makes its spec a `LimitSpec`.
  */
-export interface SlidingWindowSpec {
-  readonly algorithm: 'sliding-window';
-  /** most cost the estimate may reach; > 0 */
-  readonly max: number;
-  /** window length in milliseconds; > 0 */
-  readonly windowMs: number;
-}
-
-/**
- * At most `max` of a client's requests in flight: each admitted request holds a slot, a lease that the
- * end of its exchange gives back (`settle` with its `leaseId`), or that expires by itself `leaseMs`
- * after it was taken (a gateway that died gives nothing back).
- */
-export interface ConcurrencySpec {
-  readonly algorithm: 'concurrency';
-  /** most slots held at once; an integer >= 1 */
-  readonly max: number;
-  /** how long a slot is held at most, ms (the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); > 0 */
-  readonly leaseMs: number;
-}
-
-export type LimitSpec = TokenBucketSpec | SlidingWindowSpec | ConcurrencySpec;
+export type LimitSpec = RegisteredSpec;
 export type LimitAlgorithm = LimitSpec['algorithm'];
 
 /** One limit of one request: which counter, how it behaves, what the request takes from it. */

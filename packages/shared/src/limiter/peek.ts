@@ -3,12 +3,22 @@
  * check, evaluated with the TypeScript twin of its algorithm and held (`evaluate(…).hold()` writes
  * nothing). The outcome is what the next request of the check's cost would be told, were it to arrive
  * at `nowMs` and every other limit of its rule to admit it.
+ *
+ * A check's key must be the one its limit is stored under: `limitKey(prefix, ruleId,
+ * limitKeyName(spec, limitName), clientKey)` (a concurrency limit's slots live under `<name>:slots`).
  */
+import type { LimitUsage } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { outcomeOf } from './engine.js';
 import type { LimitCheck, LimitOutcome, LimitSpec } from './limits.js';
 
-/** Each check's outcome at `nowMs` given its stored state (`states[i]` for `checks[i]`, undefined when none). */
+export type { LimitUsage } from './algorithms/algorithm.js';
+
+/**
+ * Each check's outcome at `nowMs` given its stored state (`states[i]` for `checks[i]`, undefined when
+ * none): the in-process store's states as `MemoryStore.peekStates` gives them, or Redis replies read
+ * with `parseStoredState`.
+ */
 export function peekOutcomes(
   checks: readonly LimitCheck[],
   states: readonly unknown[],
@@ -20,35 +30,24 @@ export function peekOutcomes(
 }
 
 /**
- * The state a Redis value holds for `spec`'s algorithm, as the Lua twin reads it: token bucket
- * `"<balance> <updatedAtMs>"`, sliding window `"<windowIndex> <current> <previous>"`. Anything else
- * (absent, another algorithm's state) is undefined, which the algorithm reads as nothing stored.
+ * The state in the reply of `spec`'s Redis read (`redisStateCommand`), as the Lua twin wrote it: token
+ * bucket `"<balance> <updatedAtMs>"`, sliding window `"<windowIndex> <current> <previous>"`, concurrency
+ * the `[leaseId, expiresAtMs, …]` of its sorted set. Anything else (absent, another algorithm's state)
+ * is undefined, which the algorithm reads as nothing stored.
  */
-export function parseStoredState(spec: LimitSpec, stored: string | null | undefined): unknown {
-  if (typeof stored !== 'string') return undefined;
-  const parts = stored.split(' ');
-  if (parts.some((part) => part === '' || !Number.isFinite(Number(part)))) return undefined;
-  const n = parts.map(Number);
-  if (spec.algorithm === 'token-bucket') {
-    return n.length === 2 ? { balance: n[0], updatedAtMs: n[1] } : undefined;
-  }
-  return n.length === 3 ? { windowIndex: n[0], current: n[1], previous: n[2] } : undefined;
+export function parseStoredState(spec: LimitSpec, reply: unknown): unknown {
+  return algorithmOf(spec).redisState.parse(reply);
 }
 
-/** The usage numbers of one outcome (see `GET /usage`). */
-export interface LimitUsage {
-  /** whole units left now (the `r` of the RateLimit header) */
-  readonly remaining: number;
-  /** how far below zero a token bucket is; 0 otherwise */
-  readonly debt: number;
-  /** whole seconds until the whole quota is back with no further traffic */
-  readonly fullInSeconds: number;
+/** The Redis command that reads the state of `spec`'s limit under `key` (the whole key, prefix included). */
+export function redisStateCommand(spec: LimitSpec, key: string): readonly [string, ...string[]] {
+  return algorithmOf(spec).redisState.command(key);
 }
 
+/**
+ * The usage numbers of one outcome (see `GET /usage`): `remaining`, a token bucket's `debt`, the
+ * requests `inFlight` on a concurrency limit, and `fullInSeconds`.
+ */
 export function usageOf(spec: LimitSpec, outcome: LimitOutcome): LimitUsage {
-  return {
-    remaining: outcome.remaining,
-    debt: spec.algorithm === 'token-bucket' && outcome.level < 0 ? -outcome.level : 0,
-    fullInSeconds: Math.ceil(outcome.resetMs / 1000),
-  };
+  return algorithmOf(spec).usage(spec, outcome);
 }

@@ -37,72 +37,24 @@
  * precedence, so the first one whose method and conditions accept is the best of that node, and
  * scanning stops as soon as a rule cannot beat the best found so far. Rules are also indexed by host,
  * and case-insensitive rules live in tries of their own, searched only when such rules exist.
+ *
+ * What a matched rule carries (its limits, policy header, charge and refund) is compile-rule.ts's.
  */
 
 import { canonicalRulePath } from '../http/normalize-path.js';
 import { pathSegments } from '../http/path-segments.js';
-import { headerItemName, policyItem } from '../limiter/headers.js';
-import type { LimitSpec } from '../limiter/limits.js';
-import { parseDuration } from './duration.js';
+import { type CompiledRule, compileRule } from './compile-rule.js';
 import { compileIpNets, type IpNetSet } from './ip-nets.js';
-import {
-  checkRule,
-  HTTP_METHODS,
-  type Rule,
-  type RuleFieldError,
-  type RuleV1,
-  type RuleV2,
-} from './schema.js';
+import { HTTP_METHODS, type Rule } from './schema.js';
 
-/** `[literal segments, '*' segments, 1 if the pattern ends in '**' else 0]` of a rule's path pattern. */
-export type PathSpecificity = readonly [literals: number, stars: number, globstar: 0 | 1];
-
-/** One limit of a compiled rule: what the engine decides and what the RateLimit headers say. */
-export interface CompiledLimit {
-  /** '' for a format-1 rule's single limit */
-  readonly name: string;
-  readonly spec: LimitSpec;
-  /** what one request takes from this limit: the limit's `cost`, else the rule's */
-  readonly cost: number;
-  readonly clientBy: 'ip' | 'header' | 'global';
-  /** lowercase header name when `clientBy` is `header`, else undefined */
-  readonly clientHeader: string | undefined;
-  /** the name in RateLimit headers: `<rule>` for format 1, `<rule>.<limit>` for format 2 */
-  readonly label: string;
-  /**
-   * This limit's item of `RateLimit-Policy`: token bucket `"<label>";q=<capacity>;w=<seconds to refill
-   * capacity>`, sliding window `"<label>";q=<max>;w=<window seconds>` (seconds rounded up, at least 1),
-   * concurrency `"<label>";q=<max>;qu="concurrent-requests"`
-   */
-  readonly policyItem: string;
-}
-
-/** What the gateway needs per request, computed once per rule-set refresh. */
-export interface CompiledRule {
-  readonly rule: Rule;
-  /** its position in `CompiledRuleSet.rules` (per-rule data elsewhere is kept in arrays indexed by it) */
-  readonly index: number;
-  readonly id: string;
-  readonly name: string;
-  readonly priority: number;
-  readonly shadow: boolean;
-  /** 1: written with `limit`; 2: with `limits`, or `unlimited` */
-  readonly format: 1 | 2;
-  readonly unlimited: boolean;
-  /** in the rule's order; [] when unlimited; format 1: one limit named '' */
-  readonly limits: readonly CompiledLimit[];
-  /** the full `RateLimit-Policy` value: the limits' policy items joined with ', ' ('' when unlimited) */
-  readonly policyHeader: string;
-  /** `charge`: what the request really cost, settled at the response; undefined: its cost stands */
-  readonly charge: CompiledCharge | undefined;
-  /** `refund.statuses` as status codes: an answer with one gives the whole cost back */
-  readonly refundStatuses: ReadonlySet<number> | undefined;
-  /** `mode`: "lease" lets a gateway take token-bucket tokens in advance (default "exact") */
-  readonly mode: 'exact' | 'lease';
-  readonly specificity: PathSpecificity;
-  /** how many conditions the rule sets (precedence step 4) */
-  readonly conditions: number;
-}
+export {
+  type CompiledCharge,
+  type CompiledLimit,
+  type CompiledRule,
+  DEFAULT_SLOT_LEASE_MS,
+  RuleCompileError,
+} from './compile-rule.js';
+export { type PathSpecificity, pathSpecificity, ruleConditions } from './precedence.js';
 
 export interface MatchRequest {
   /** uppercase HTTP method */
@@ -126,17 +78,6 @@ export interface CompiledRuleSet {
   readonly rules: readonly CompiledRule[];
 }
 
-/** A rule in the set cannot be compiled (it would have been rejected by the rules API). */
-export class RuleCompileError extends Error {
-  readonly code = 'RULE_INVALID';
-  constructor(
-    readonly ruleName: string,
-    readonly errors: readonly RuleFieldError[],
-  ) {
-    super(`rule "${ruleName}": ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}`);
-  }
-}
-
 /** Escapes (upper-case hex, as the normaliser leaves them) of the characters a rule path holds raw. */
 const SUB_DELIM_ESCAPE = /%(2[146-9A-C]|3[ABD]|40)/g;
 
@@ -145,19 +86,6 @@ function decodeSubDelims(path: string): string {
   return path.replace(SUB_DELIM_ESCAPE, (_escape, hex: string) =>
     String.fromCharCode(Number.parseInt(hex, 16)),
   );
-}
-
-/** The specificity tuple of a path pattern (see the module comment for how tuples compare). */
-export function pathSpecificity(pattern: string): PathSpecificity {
-  let literals = 0;
-  let stars = 0;
-  let globstar: 0 | 1 = 0;
-  for (const segment of pathSegments(pattern)) {
-    if (segment === '*') stars++;
-    else if (segment === '**') globstar = 1;
-    else literals++;
-  }
-  return [literals, stars, globstar];
 }
 
 /**
@@ -181,17 +109,6 @@ export function requestHostKey(host: string | undefined): string | undefined {
 /** ASCII letters to lower case, nothing else (a canonical path is ASCII anyway). */
 function asciiLowerCase(s: string): string {
   return /[A-Z]/.test(s) ? s.replace(/[A-Z]+/g, (m) => m.toLowerCase()) : s;
-}
-
-/** The number of conditions a rule sets (precedence step 4). */
-export function ruleConditions(match: Rule['match']): number {
-  return (
-    (match.methods !== undefined && match.methods.length > 0 ? 1 : 0) +
-    (match.host !== undefined ? 1 : 0) +
-    (match.headers !== undefined ? Object.keys(match.headers).length : 0) +
-    (match.clientIps !== undefined ? 1 : 0) +
-    (match.notClientIps !== undefined ? 1 : 0)
-  );
 }
 
 const METHOD_BIT = new Map<string, number>(HTTP_METHODS.map((m, i) => [m, 1 << i]));
@@ -341,166 +258,15 @@ function search(
   return found;
 }
 
-/** `"<label>";q=…;w=…`: the numbers come from the one header-arithmetic module. */
-function policyItemOf(label: string, spec: LimitSpec): string {
-  return policyItem(headerItemName(label, ''), spec);
-}
-
-function tokenBucketLimit(
-  name: string,
-  label: string,
-  bucket: { capacity: number; refill: number; period: string | number; maxDebt: number },
-  cost: number,
-  client: { by: 'ip' | 'header' | 'global'; name?: string },
-): CompiledLimit {
-  const spec = Object.freeze({
-    algorithm: 'token-bucket' as const,
-    capacity: bucket.capacity,
-    refill: bucket.refill,
-    periodMs: parseDuration(bucket.period),
-    maxDebt: bucket.maxDebt,
-  });
-  return Object.freeze({
-    name,
-    spec,
-    cost,
-    clientBy: client.by,
-    clientHeader: client.by === 'header' ? client.name?.toLowerCase() : undefined,
-    label,
-    policyItem: policyItemOf(label, spec),
-  });
-}
-
-function compileLimits(rule: Rule): CompiledLimit[] {
-  if ('limit' in rule) {
-    const v1: RuleV1 = rule;
-    return [tokenBucketLimit('', v1.name, { ...v1.limit, maxDebt: v1.maxDebt }, v1.cost, v1.client)];
-  }
-  if (!('limits' in rule)) return [];
-  const v2: RuleV2 = rule;
-  return v2.limits.map((limit) => {
-    const label = `${v2.name}.${limit.name}`;
-    switch (limit.algorithm) {
-      case 'token-bucket':
-        return tokenBucketLimit(limit.name, label, limit, limit.cost ?? v2.cost, limit.client);
-      case 'sliding-window': {
-        const windowMs = parseDuration(limit.window);
-        const spec = Object.freeze({ algorithm: 'sliding-window' as const, max: limit.max, windowMs });
-        return Object.freeze({
-          name: limit.name,
-          spec,
-          cost: limit.cost ?? v2.cost,
-          clientBy: limit.client.by,
-          clientHeader: limit.client.by === 'header' ? limit.client.name?.toLowerCase() : undefined,
-          label,
-          policyItem: policyItemOf(label, spec),
-        });
-      }
-      case 'concurrency': {
-        const spec = Object.freeze({
-          algorithm: 'concurrency' as const,
-          max: limit.max,
-          leaseMs: DEFAULT_SLOT_LEASE_MS,
-        });
-        return Object.freeze({
-          name: limit.name,
-          spec,
-          cost: 1,
-          clientBy: limit.client.by,
-          clientHeader: limit.client.by === 'header' ? limit.client.name?.toLowerCase() : undefined,
-          label,
-          policyItem: policyItemOf(label, spec),
-        });
-      }
-      default:
-        throw new RuleCompileError(v2.name, [
-          {
-            field: 'limits',
-            message: `algorithm "${(limit as { algorithm: string }).algorithm}" cannot be compiled`,
-          },
-        ]);
-    }
-  });
-}
-
-/**
- * How long a compiled concurrency slot is held at most, ms: the default UPSTREAM_TIMEOUT_MS (30 s) + 5 s.
- * A gateway replaces it with its own `UPSTREAM_TIMEOUT_MS + 5 s` (docs/lifecycle.md: the taking gateway sets it).
- */
-export const DEFAULT_SLOT_LEASE_MS = 35_000;
-
-/** What a rule charges at the response (`charge`), compiled. */
-export interface CompiledCharge {
-  readonly from: 'header' | 'duration' | 'bytes';
-  /** from "header": the response header, lowercase */
-  readonly header: string | undefined;
-  /** from "duration": one token per this many ms of upstream time (rounded up) */
-  readonly unitMs: number;
-  /** from "bytes": one token per this many bytes of response body (rounded up) */
-  readonly unitBytes: number;
-  /** most one request may cost: `charge.max`, else the largest capacity + maxDebt or window max */
-  readonly max: number;
-}
-
-function compileCharge(rule: Rule, limits: readonly CompiledLimit[]): CompiledCharge | undefined {
-  if (!('charge' in rule) || rule.charge === undefined) return undefined;
-  const charge = rule.charge;
-  let largest = 0;
-  for (const { spec } of limits) {
-    if (spec.algorithm === 'token-bucket') largest = Math.max(largest, spec.capacity + spec.maxDebt);
-    else if (spec.algorithm === 'sliding-window') largest = Math.max(largest, spec.max);
-  }
-  return Object.freeze({
-    from: charge.from,
-    header: charge.header?.toLowerCase(),
-    unitMs: charge.unitMs ?? 1,
-    unitBytes: charge.unitBytes ?? 1,
-    max: charge.max ?? largest,
-  });
-}
-
-/** The status codes `refund.statuses` names, classes ("5xx") spelled out; undefined without `refund`. */
-function compileRefund(rule: Rule): ReadonlySet<number> | undefined {
-  if (!('refund' in rule) || rule.refund === undefined) return undefined;
-  const codes = new Set<number>();
-  for (const status of rule.refund.statuses) {
-    if (typeof status === 'number') codes.add(status);
-    else
-      for (let code = Number(status[0]) * 100; code < Number(status[0]) * 100 + 100; code++) codes.add(code);
-  }
-  return codes;
-}
-
-interface CompiledEntry {
-  compiled: CompiledRule;
+interface TrieEntry {
   entry: Entry;
   segments: string[];
   caseInsensitive: boolean;
 }
 
-function compileRule(rule: Rule, index: number): CompiledEntry {
-  const errors = checkRule(rule);
-  if (errors.length > 0) throw new RuleCompileError(rule.name, errors);
-  const limits = Object.freeze(compileLimits(rule));
-  const specificity = pathSpecificity(rule.match.path);
-  const conditions = ruleConditions(rule.match);
-  const compiled: CompiledRule = Object.freeze({
-    rule,
-    index,
-    id: rule.id,
-    name: rule.name,
-    priority: rule.priority,
-    shadow: rule.shadow,
-    format: 'limit' in rule ? 1 : 2,
-    unlimited: 'unlimited' in rule && rule.unlimited === true,
-    limits,
-    policyHeader: limits.map((l) => l.policyItem).join(', '),
-    charge: compileCharge(rule, limits),
-    refundStatuses: compileRefund(rule),
-    mode: 'mode' in rule && rule.mode === 'lease' ? 'lease' : 'exact',
-    specificity: Object.freeze(specificity),
-    conditions,
-  });
+/** How the trie holds a compiled rule: where it sits, and its precedence key and conditions flattened. */
+function trieEntryOf(compiled: CompiledRule): TrieEntry {
+  const { rule, specificity, conditions } = compiled;
   const match = rule.match;
   const methods = match.methods ?? [];
   let methodMask = methods.length === 0 ? EVERY_METHOD : 0;
@@ -527,7 +293,7 @@ function compileRule(rule: Rule, index: number): CompiledEntry {
   const caseInsensitive = match.caseInsensitive === true;
   let segments = pathSegments(canonicalRulePath(match.path));
   if (caseInsensitive) segments = segments.map(asciiLowerCase);
-  return { compiled, entry, segments, caseInsensitive };
+  return { entry, segments, caseInsensitive };
 }
 
 /** The rules of one kind of path comparison: every host, and per host. */
@@ -572,7 +338,8 @@ export function compileRules(rules: readonly Rule[]): CompiledRuleSet {
   const compiledRules: CompiledRule[] = [];
   for (const rule of rules) {
     if (!rule.enabled) continue;
-    const { compiled, entry, segments, caseInsensitive } = compileRule(rule, compiledRules.length);
+    const compiled = compileRule(rule, compiledRules.length);
+    const { entry, segments, caseInsensitive } = trieEntryOf(compiled);
     compiledRules.push(compiled);
     (caseInsensitive ? folded : exact).add(rule.match.host?.toLowerCase(), segments, entry);
   }

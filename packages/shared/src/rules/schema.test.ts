@@ -1,12 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  checkRule,
-  isRule,
-  type RuleInput,
-  type RuleInputV1,
-  validateRuleInput,
-  withDefaults,
-} from './schema.js';
+import { checkRule } from './check.js';
+import { withDefaults } from './defaults.js';
+import type { RuleInput, RuleInputV1 } from './schema.js';
+import { isRule, validateRuleInput } from './validate.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the corpus builds deliberately ill-typed bodies
 type Body = any;

@@ -64,16 +64,19 @@ async function api(method, path, { body, ifMatch } = {}) {
   return json;
 }
 
+/** Every rule, and each one's limits in words by rule id (the API's `summaries`: one wording everywhere). */
 async function listRules() {
   const rules = [];
+  const summaries = {};
   let cursor = null;
   do {
     const query = cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`;
     const page = await api('GET', `/rules?limit=1000${query}`);
     rules.push(...page.items);
+    Object.assign(summaries, page.summaries);
     cursor = page.nextCursor;
   } while (cursor !== null);
-  return rules;
+  return { rules, summaries };
 }
 
 // ---------------------------------------------------------------- rules table
@@ -83,20 +86,8 @@ function kindOf(rule) {
   return Array.isArray(rule.limits) ? 'v2' : 'v1';
 }
 
-function durationText(value) {
-  return typeof value === 'number' ? `${value}ms` : String(value);
-}
-
-function limitSummary(limit, client) {
-  const who = client?.by === 'header' ? `per ${client.name}` : client?.by === 'global' ? 'global' : 'per IP';
-  if (limit.algorithm === 'sliding-window') return `${limit.max} / ${durationText(limit.window)} ${who}`;
-  return `${limit.capacity} burst, ${limit.refill} / ${durationText(limit.period)} ${who}`;
-}
-
 function limitsOf(rule) {
-  if (rule.unlimited === true) return ['no limit'];
-  if (rule.limit !== undefined) return [limitSummary(rule.limit, rule.client)];
-  return rule.limits.map((l) => `${l.name}: ${limitSummary(l, l.client)}`);
+  return summaries[rule.id] ?? [];
 }
 
 function matchText(match) {
@@ -110,6 +101,8 @@ function matchText(match) {
 }
 
 let rules = [];
+/** rule id → its limits in words, as `GET /rules` gave them */
+let summaries = {};
 let canWrite = true;
 
 function renderRules() {
@@ -179,7 +172,7 @@ function renderRules() {
 }
 
 async function loadRules() {
-  rules = await listRules();
+  ({ rules, summaries } = await listRules());
   renderRules();
 }
 

@@ -1,6 +1,11 @@
 /**
- * What an algorithm plug-in provides (one folder per algorithm: this TypeScript model, its Lua twin
- * registered in `ALGORITHMS` of acquire.lua, and the differential test between them).
+ * What an algorithm plug-in provides. Everything an algorithm means lives in its own folder
+ * (`algorithms/<name>/`): its TypeScript model and Lua twin (with the differential test between them),
+ * and in its `index.ts` everything else the rest of Sluice asks of it: the key it is stored under, how
+ * usage reads its stored state, what its RateLimit header items say, what a cached denial carries
+ * forward, whether a lease may take from it, and its rule format (fields, stored schema, defaults,
+ * checks, compile, a one-line summary for people). The registry (`algorithms/index.ts`) lists the
+ * plug-ins, one line each; nothing outside a plug-in's folder switches on an algorithm's name.
  *
  * A store decides a request in two phases, so that it can be all or nothing over several limits:
  * `evaluate` every check against its stored state without changing anything, then, only if every
@@ -8,7 +13,14 @@
  * exchange is `settle` (the script's "settle" operation): a cost difference for a token bucket or a
  * sliding window, a slot given back for a concurrency limit.
  */
-import type { LimitSpec, Settlement } from '../limits.js';
+import type { Static, TObject, TSchema } from 'typebox';
+import type { Client, RuleFieldError } from '../../rules/fields.js';
+import type { LimitOutcome, Settlement } from '../limits.js';
+
+/** What every spec carries: the name of the plug-in that decides it. */
+export interface SpecBase {
+  readonly algorithm: string;
+}
 
 /** An outcome before `remaining` is derived from `level` (the engine does that, for both stores). */
 export interface Verdict {
@@ -36,7 +48,17 @@ export interface Evaluation<State> {
   charge(): Charged<State>;
 }
 
-export interface Algorithm<Spec extends LimitSpec, State> {
+/** A settlement's result: the state to store (as `Charged`) and the limit's level after it. */
+export interface Settled<State> {
+  readonly level: number;
+  readonly resetMs: number;
+  readonly state: State;
+  /** as `Charged.ttlMs` */
+  readonly ttlMs: number;
+}
+
+/** The decision arithmetic (model.ts), the twin of the algorithm's Lua snippet. */
+export interface AlgorithmModel<Spec extends SpecBase, State> {
   readonly name: Spec['algorithm'];
   /** Throws `LimitArgumentError` unless the spec and cost are finite and in range. */
   assertArguments(spec: Spec, cost: number): void;
@@ -54,13 +76,121 @@ export interface Algorithm<Spec extends LimitSpec, State> {
   settle(state: unknown, settlement: Settlement & { readonly spec: Spec }, nowMs: number): Settled<State>;
 }
 
-/** A settlement's result: the state to store (as `Charged`) and the limit's level after it. */
-export interface Settled<State> {
-  readonly level: number;
-  readonly resetMs: number;
-  readonly state: State;
-  /** as `Charged.ttlMs` */
-  readonly ttlMs: number;
+/** How `GET /usage` reads a state from Redis without running the script (peek-redis.ts). */
+export interface RedisStateRead<State> {
+  /** the Redis command reading the state under `key` (the whole key, prefix included) and its arguments */
+  command(key: string): readonly [command: string, ...args: string[]];
+  /** the state in that command's reply; undefined for nothing stored, or anything unreadable (another algorithm's) */
+  parse(reply: unknown): State | undefined;
+}
+
+/** Where one client stands against one limit (`GET /usage`). */
+export interface LimitUsage {
+  /** whole units left now (the `r` of the RateLimit header) */
+  readonly remaining: number;
+  /** how far below zero a token bucket is; 0 otherwise */
+  readonly debt: number;
+  /** requests holding a slot of a concurrency limit now; 0 otherwise */
+  readonly inFlight: number;
+  /** whole seconds until the whole quota is back with no further traffic */
+  readonly fullInSeconds: number;
+}
+
+/** A limit's own fields as a rule writes them: field name → its TypeBox schema (with a description). */
+export type LimitFields = Record<string, TSchema>;
+
+/** One limit of a rule as written (before defaults), seen through one algorithm's fields. */
+export type WrittenLimit<Fields extends LimitFields> = {
+  readonly name: string;
+  readonly client?: Client;
+  readonly algorithm?: string;
+  readonly cost?: number;
+} & { readonly [K in keyof Fields]?: Static<Fields[K]> };
+
+/** Where a limit sits in its rule (for its errors), and the cost one request takes from it. */
+export interface LimitPlace {
+  /** the prefix of the limit's fields: `limits.<i>` */
+  readonly at: string;
+  /** what one request takes: the limit's `cost`, else the rule's, else 1 */
+  readonly cost: number;
+  /** where that cost is written: `limits.<i>.cost`, or the rule's `cost` */
+  readonly costField: string;
+}
+
+/** Why a limit takes no cost (a concurrency limit takes one slot per request, whatever it costs). */
+export interface Costless {
+  /** why a `cost` written on such a limit is refused */
+  readonly refused: string;
+  /** the reason given when a rule's `charge` or `refund` has nothing else to act on: `takes slots` */
+  readonly inLifecycle: string;
+}
+
+/** One algorithm's part of the rule format (docs/rules.md): a limit with `"algorithm": "<name>"`. */
+export interface LimitFormat<Spec extends SpecBase, Fields extends LimitFields, Stored extends TObject> {
+  /** the algorithm for people: `token bucket` (field descriptions, summaries) */
+  readonly label: string;
+  /**
+   * The fields it is written with, beyond `name`, `client`, `algorithm` and `cost`. Every algorithm's
+   * fields are merged into one flat input schema (so a bad body gets an error naming its field): a field
+   * two algorithms share must have the same schema but for its description.
+   */
+  readonly fields: Fields;
+  /** which of `fields` a limit must write */
+  readonly required: readonly (keyof Fields & string)[];
+  /** undefined: a limit takes a cost (its own `cost`, else the rule's); else why not */
+  readonly costless?: Costless;
+  /** a stored limit: `name`, `client` and `algorithm` filled in, then its own fields */
+  readonly storedSchema: Stored;
+  /** The stored limit of a checked input (`client` has its defaults already); key order is the API's. */
+  withDefaults(input: WrittenLimit<Fields>, client: Client): Static<Stored>;
+  /**
+   * What JSON Schema cannot say about its own fields (after the rule's checks of which fields are
+   * present): durations, a limit some request could pass. Messages name fields under `place.at`.
+   */
+  check(input: WrittenLimit<Fields>, place: LimitPlace, errors: RuleFieldError[]): void;
+  /** The spec a stored limit decides with (a gateway still sets a concurrency slot's `leaseMs` itself). */
+  compile(limit: Static<Stored>): Spec;
+  /** One line for people, without the limit's name: `5 per x-api-key, 1 more every 1s (token bucket)`. */
+  describe(limit: Static<Stored>): string;
+}
+
+export interface Algorithm<
+  Spec extends SpecBase,
+  State,
+  Fields extends LimitFields = LimitFields,
+  Stored extends TObject = TObject,
+> extends AlgorithmModel<Spec, State> {
+  /** its Lua snippet, relative to the algorithms folder (spliced into acquire.lua) */
+  readonly luaFile: string;
+
+  /** The limit part of its store key (`limitKey`'s `limitName`): concurrency keeps `<name>:slots`. */
+  keyName(limitName: string): string;
+  /** How usage reads its stored state from Redis (the in-process store holds the state itself). */
+  readonly redisState: RedisStateRead<State>;
+
+  /** The `r` of RateLimit: whole units left at `level`, never negative. */
+  remaining(spec: Spec, level: number): number;
+  /** Its `RateLimit-Policy` parameters after the item name: `q=10;w=60`, `q=5;qu="concurrent-requests"`. */
+  policyParameters(spec: Spec): string;
+  /** The level of a limit nobody asked (a full bucket, an empty window, no slot held). */
+  idleLevel(spec: Spec): number;
+  /**
+   * A cached denial's outcome `elapsedMs` later with no further traffic (other traffic could only have
+   * charged it, so this never shows more room than the store would).
+   */
+  carryForward(outcome: LimitOutcome, spec: Spec, elapsedMs: number): LimitOutcome;
+  /** Where a client stands, from an outcome read without charging (peek.ts). */
+  usage(spec: Spec, outcome: LimitOutcome): LimitUsage;
+
+  /** Most requests of `cost` one lease may hold (docs/lease-mode.md); 0: it cannot be leased. */
+  leaseRequests(spec: Spec, cost: number): number;
+  /** The spec a lease is taken with (a token bucket: no overdraft, only an exact decision may). */
+  leaseSpec(spec: Spec): Spec;
+  /** Most one request may cost when a rule charges at the response (0: it takes no cost). */
+  chargeCeiling(spec: Spec): number;
+
+  /** Its limits in the rule format. */
+  readonly rule: LimitFormat<Spec, Fields, Stored>;
 }
 
 /** A limit, cost or clock out of range (a bug or a broken rule, never a client's doing). */
@@ -72,4 +202,28 @@ export class LimitArgumentError extends RangeError {
 export function assertPositive(name: string, x: number, orZero = false): void {
   const ok = orZero ? x >= 0 && x < Infinity : x > 0 && x < Infinity;
   if (!ok) throw new LimitArgumentError(`${name} must be ${orZero ? '>= 0' : '> 0'}, got ${x}`);
+}
+
+/**
+ * An outcome `elapsedMs` later at `level`: every wait shorter by the time since (waits count down
+ * with no further traffic), never below 0.
+ */
+export function outcomeLater(
+  outcome: LimitOutcome,
+  level: number,
+  remaining: number,
+  elapsedMs: number,
+): LimitOutcome {
+  return {
+    allowed: outcome.allowed,
+    level,
+    remaining,
+    retryAfterMs: Math.max(0, outcome.retryAfterMs - elapsedMs),
+    resetMs: Math.max(0, outcome.resetMs - elapsedMs),
+  };
+}
+
+/** Whole seconds until the whole quota is back, as usage reports them. */
+export function fullInSeconds(outcome: LimitOutcome): number {
+  return Math.ceil(outcome.resetMs / 1000);
 }

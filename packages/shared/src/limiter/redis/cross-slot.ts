@@ -6,6 +6,7 @@
  * as a negative delta), so nothing is over-admitted. Limits after the denying group are not asked. A
  * settlement is split the same way, one call per slot group.
  */
+import { algorithmOf } from '../algorithms/index.js';
 import { decisionOf, outcomeOf } from '../engine.js';
 import type {
   LimitCheck,
@@ -137,6 +138,6 @@ export async function settleAcrossSlots(
  * charge it). Reported as its whole quota, allowed, with nothing to wait for.
  */
 function notAsked(spec: LimitSpec): LimitOutcome {
-  const level = spec.algorithm === 'token-bucket' ? spec.capacity : 0;
+  const level = algorithmOf(spec).idleLevel(spec);
   return outcomeOf(spec, { allowed: true, level, retryAfterMs: 0, resetMs: 0 });
 }

@@ -11,15 +11,28 @@
  * A request takes exactly one slot (its cost is always 1). Admitted iff fewer than `max` slots are held.
  * A denial says `Retry-After: 1` (a slot may come back any moment: nothing to compute); `t` is 0.
  */
-import type { ConcurrencySpec, Settlement } from '../../limits.js';
+import type { Settlement } from '../../limits.js';
 import {
-  type Algorithm,
+  type AlgorithmModel,
   assertPositive,
   type Evaluation,
   LimitArgumentError,
   type Settled,
   type Verdict,
 } from '../algorithm.js';
+
+/**
+ * At most `max` of a client's requests in flight: each admitted request holds a slot, a lease that the
+ * end of its exchange gives back (`settle` with its `leaseId`), or that expires by itself `leaseMs`
+ * after it was taken (a gateway that died gives nothing back).
+ */
+export interface ConcurrencySpec {
+  readonly algorithm: 'concurrency';
+  /** most slots held at once; an integer >= 1 */
+  readonly max: number;
+  /** how long a slot is held at most, ms (the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); > 0 */
+  readonly leaseMs: number;
+}
 
 /** What a store keeps per limit and client: lease id → expiry (store clock, ms). Never mutated. */
 export interface SlotsState {
@@ -38,7 +51,8 @@ export function assertSlotsArguments(spec: Omit<ConcurrencySpec, 'algorithm'>, c
   if (cost !== 1) throw new LimitArgumentError(`a concurrency check costs 1 slot, got ${cost}`);
 }
 
-export const concurrency: Algorithm<ConcurrencySpec, SlotsState> = {
+/** The decision arithmetic of the plug-in (index.ts). */
+export const concurrencyModel: AlgorithmModel<ConcurrencySpec, SlotsState> = {
   name: 'concurrency',
   assertArguments: assertSlotsArguments,
   luaArguments: (spec, leaseId) => [String(spec.max), String(spec.leaseMs), leaseId ?? ''],

@@ -4,7 +4,7 @@ import type { SlidingWindowSpec } from '../../limits.js';
 import { specCostArb, specStepMsArb, startMsArb, windowSpecArb } from '../../test-arbitraries.js';
 import { LimitArgumentError, type Verdict } from '../algorithm.js';
 import { MAX_WAIT_MS } from '../wait.js';
-import { estimateAt, evaluateWindow, slidingWindow, type WindowState } from './model.js';
+import { estimateAt, evaluateWindow, slidingWindowModel, type WindowState } from './model.js';
 
 const RUNS = 2_000;
 
@@ -15,7 +15,7 @@ const window = (max: number, windowMs: number): SlidingWindowSpec => ({
 });
 
 function decide(state: WindowState | undefined, spec: SlidingWindowSpec, cost: number, nowMs: number) {
-  slidingWindow.assertArguments(spec, cost);
+  slidingWindowModel.assertArguments(spec, cost);
   const evaluation = evaluateWindow(state, spec, cost, nowMs);
   if (!evaluation.allowed) return { decision: evaluation.hold(), state, ttlMs: undefined };
   const charged = evaluation.charge();

@@ -21,9 +21,9 @@
  * - `retryAfterMs` and `resetMs` (until the estimate is 0) are whole ms found with the deciding
  *   expression itself (see `waitMs`).
  */
-import type { Settlement, SlidingWindowSpec } from '../../limits.js';
+import type { Settlement } from '../../limits.js';
 import {
-  type Algorithm,
+  type AlgorithmModel,
   assertPositive,
   type Evaluation,
   LimitArgumentError,
@@ -31,6 +31,18 @@ import {
   type Verdict,
 } from '../algorithm.js';
 import { waitMs } from '../wait.js';
+
+/**
+ * Cloudflare's sliding-window approximation: `estimate = current + previous · (1 − elapsed/window)`
+ * over windows aligned to whole multiples of `windowMs` since the Unix epoch (store clock).
+ */
+export interface SlidingWindowSpec {
+  readonly algorithm: 'sliding-window';
+  /** most cost the estimate may reach; > 0 */
+  readonly max: number;
+  /** window length in milliseconds; > 0 */
+  readonly windowMs: number;
+}
 
 /** What a store keeps per window; in Redis the string `"<windowIndex> <current> <previous>"` ('%.17g'). */
 export interface WindowState {
@@ -57,7 +69,8 @@ export function assertWindowArguments(limits: WindowLimits, cost: number): void 
   assertPositive('cost', cost);
 }
 
-export const slidingWindow: Algorithm<SlidingWindowSpec, WindowState> = {
+/** The decision arithmetic of the plug-in (index.ts). */
+export const slidingWindowModel: AlgorithmModel<SlidingWindowSpec, WindowState> = {
   name: 'sliding-window',
   assertArguments: assertWindowArguments,
   luaArguments: (spec) => [String(spec.max), String(spec.windowMs)],

@@ -19,9 +19,9 @@
  * - `retryAfterMs` and `resetMs` (until full) are whole ms found with the deciding expression itself
  *   (see `waitMs`), capped at `MAX_WAIT_MS` (tiny refill rates, or a rate that underflows to 0).
  */
-import type { Settlement, TokenBucketSpec } from '../../limits.js';
+import type { Settlement } from '../../limits.js';
 import {
-  type Algorithm,
+  type AlgorithmModel,
   assertPositive,
   type Evaluation,
   LimitArgumentError,
@@ -29,6 +29,19 @@ import {
   type Verdict,
 } from '../algorithm.js';
 import { waitMs } from '../wait.js';
+
+/** A token bucket whose balance may go negative, so that a large request is paid back by waiting. */
+export interface TokenBucketSpec {
+  readonly algorithm: 'token-bucket';
+  /** most tokens the bucket holds (the burst); > 0 */
+  readonly capacity: number;
+  /** tokens gained every `periodMs`, continuously; > 0 */
+  readonly refill: number;
+  /** refill period in milliseconds; > 0 */
+  readonly periodMs: number;
+  /** how far below zero one admitted request may take the balance; >= 0 */
+  readonly maxDebt: number;
+}
 
 /** The numbers of a token bucket (a `TokenBucketSpec` without its algorithm name). */
 export type BucketLimits = Omit<TokenBucketSpec, 'algorithm'>;
@@ -73,7 +86,8 @@ export function assertBucketArguments(limits: BucketLimits, cost: number): void 
   assertPositive('cost', cost);
 }
 
-export const tokenBucket: Algorithm<TokenBucketSpec, BucketState> = {
+/** The decision arithmetic of the plug-in (index.ts). */
+export const tokenBucketModel: AlgorithmModel<TokenBucketSpec, BucketState> = {
   name: 'token-bucket',
   assertArguments: assertBucketArguments,
   luaArguments: (spec) => [

@@ -1,0 +1,61 @@
+/**
+ * The sliding-window plug-in: its model (model.ts) and Lua twin (sliding-window.lua), and what the rest
+ * of Sluice asks of a window. Its estimate is the level: `r` is the whole units left below `max`, a
+ * window nobody asked is empty, a cached denial keeps its estimate (it can only have fallen since, so
+ * `r` errs low), and it is never leased.
+ */
+import { type Algorithm, fullInSeconds, outcomeLater } from '../algorithm.js';
+import { windowSeconds } from '../whole-seconds.js';
+import { type SlidingWindowSpec, slidingWindowModel, type WindowState } from './model.js';
+import {
+  type SLIDING_WINDOW_FIELDS,
+  type SlidingWindowLimitSchema,
+  slidingWindowFormat,
+} from './rule-format.js';
+
+/** Whole units left below `max`, never negative. */
+function unitsLeft(spec: SlidingWindowSpec, estimate: number): number {
+  const left = spec.max - estimate;
+  return left > 0 ? Math.floor(left) : 0;
+}
+
+/** `"<windowIndex> <current> <previous>"`, as the Lua twin writes it ('%.17g' each); anything else is nothing. */
+export function parseWindowState(reply: unknown): WindowState | undefined {
+  if (typeof reply !== 'string') return undefined;
+  const parts = reply.split(' ');
+  if (parts.length !== 3 || parts.some((part) => part === '' || !Number.isFinite(Number(part)))) {
+    return undefined;
+  }
+  return { windowIndex: Number(parts[0]), current: Number(parts[1]), previous: Number(parts[2]) };
+}
+
+export const slidingWindow: Algorithm<
+  SlidingWindowSpec,
+  WindowState,
+  typeof SLIDING_WINDOW_FIELDS,
+  typeof SlidingWindowLimitSchema
+> = {
+  ...slidingWindowModel,
+  luaFile: 'sliding-window/sliding-window.lua',
+
+  keyName: (limitName) => limitName,
+  redisState: { command: (key) => ['GET', key], parse: parseWindowState },
+
+  remaining: unitsLeft,
+  policyParameters: (spec) => `q=${spec.max};w=${windowSeconds(spec.windowMs)}`,
+  idleLevel: () => 0,
+  carryForward: (outcome, spec, elapsedMs) =>
+    outcomeLater(outcome, outcome.level, unitsLeft(spec, outcome.level), elapsedMs),
+  usage: (_spec, outcome) => ({
+    remaining: outcome.remaining,
+    debt: 0,
+    inFlight: 0,
+    fullInSeconds: fullInSeconds(outcome),
+  }),
+
+  leaseRequests: () => 0,
+  leaseSpec: (spec) => spec,
+  chargeCeiling: (spec) => spec.max,
+
+  rule: slidingWindowFormat,
+};

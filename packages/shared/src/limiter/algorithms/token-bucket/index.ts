@@ -1,0 +1,66 @@
+/**
+ * The token-bucket plug-in: its model (model.ts) and Lua twin (token-bucket.lua), and what the rest of
+ * Sluice asks of a token bucket. Its balance is the level: `r` is the whole tokens left, a bucket
+ * nobody asked is full, and a lease may take from it (never overdrawing: only an exact decision may).
+ */
+import type { LimitOutcome } from '../../limits.js';
+import { type Algorithm, fullInSeconds, outcomeLater } from '../algorithm.js';
+import { windowSeconds } from '../whole-seconds.js';
+import {
+  type BucketState,
+  balanceAt,
+  capacityRefillMs,
+  type TokenBucketSpec,
+  tokenBucketModel,
+} from './model.js';
+import { type TOKEN_BUCKET_FIELDS, type TokenBucketLimitSchema, tokenBucketFormat } from './rule-format.js';
+
+/** Whole tokens left, never negative. */
+function tokensLeft(balance: number): number {
+  return balance > 0 ? Math.floor(balance) : 0;
+}
+
+/** `"<balance> <updatedAtMs>"`, as the Lua twin writes it ('%.17g' each); anything else is nothing. */
+export function parseBucketState(reply: unknown): BucketState | undefined {
+  if (typeof reply !== 'string') return undefined;
+  const parts = reply.split(' ');
+  if (parts.length !== 2 || parts.some((part) => part === '' || !Number.isFinite(Number(part)))) {
+    return undefined;
+  }
+  return { balance: Number(parts[0]), updatedAtMs: Number(parts[1]) };
+}
+
+export const tokenBucket: Algorithm<
+  TokenBucketSpec,
+  BucketState,
+  typeof TOKEN_BUCKET_FIELDS,
+  typeof TokenBucketLimitSchema
+> = {
+  ...tokenBucketModel,
+  luaFile: 'token-bucket/token-bucket.lua',
+
+  keyName: (limitName) => limitName,
+  redisState: { command: (key) => ['GET', key], parse: parseBucketState },
+
+  remaining: (_spec, level) => tokensLeft(level),
+  // `w`: an empty bucket's time to be full, by the same arithmetic as `t` (a just-emptied bucket says t = w)
+  policyParameters: (spec) => `q=${spec.capacity};w=${windowSeconds(capacityRefillMs(spec))}`,
+  idleLevel: (spec) => spec.capacity,
+  carryForward(outcome: LimitOutcome, spec, elapsedMs) {
+    const balance = balanceAt({ balance: outcome.level, updatedAtMs: 0 }, spec, elapsedMs);
+    return outcomeLater(outcome, balance, tokensLeft(balance), elapsedMs);
+  },
+  usage: (_spec, outcome) => ({
+    remaining: outcome.remaining,
+    debt: outcome.level < 0 ? -outcome.level : 0,
+    inFlight: 0,
+    fullInSeconds: fullInSeconds(outcome),
+  }),
+
+  // a quarter of the capacity at most, so other gateways still find tokens in the bucket
+  leaseRequests: (spec, cost) => Math.floor(spec.capacity / 4 / cost),
+  leaseSpec: (spec) => ({ ...spec, maxDebt: 0 }),
+  chargeCeiling: (spec) => spec.capacity + spec.maxDebt,
+
+  rule: tokenBucketFormat,
+};
