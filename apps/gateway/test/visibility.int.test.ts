@@ -47,6 +47,14 @@ const RULES: (RuleBody | RuleBodyV2)[] = [
     limit: { capacity: 1, refill: 1, period: '1h' },
   },
   {
+    name: 'slots',
+    match: { path: '/slow/**' },
+    limits: [
+      { name: 'inflight', client: byKey, algorithm: 'concurrency', max: 3 },
+      { name: 'rate', client: byKey, capacity: 100, refill: 1, period: '1h' },
+    ],
+  },
+  {
     name: 'debt',
     match: { path: '/debt/**' },
     client: { by: 'ip' },
@@ -271,6 +279,31 @@ describe('usage', () => {
     expect(body.limits[0].debt).toBeGreaterThan(5);
     expect(body.limits[0].debt).toBeLessThanOrEqual(6);
     expect(body.limits[0].fullInSeconds).toBeGreaterThan(14);
+  });
+
+  it('counts a concurrency limit’s slots in flight, on whichever gateway holds them', async () => {
+    const usage = async () =>
+      (await adminGet(a, `/usage?rule=slots&client=${encodeURIComponent('header:dave')}`)).body;
+    expect((await usage()).limits[0]).toMatchObject({
+      name: 'inflight',
+      algorithm: 'concurrency',
+      remaining: 3,
+      inFlight: 0,
+    });
+    // two requests held at the upstream through the other gateway
+    const held = [
+      send(b, '/slow/x?ms=800', { 'x-api-key': 'dave' }),
+      send(b, '/slow/x?ms=800', { 'x-api-key': 'dave' }),
+    ];
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await usage()).limits[0]).toMatchObject({ remaining: 1, inFlight: 2, debt: 0, fullInSeconds: 0 });
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
+    // each slot came back with the end of its exchange
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await usage()).limits).toMatchObject([
+      { remaining: 3, inFlight: 0 },
+      { name: 'rate', remaining: 98, inFlight: 0 },
+    ]);
   });
 
   it('answers 400 for a malformed client key and 404 for an unknown rule', async () => {

@@ -116,10 +116,17 @@ describe('the hot path, in process', () => {
       match: { path: '/slow' },
       limits: [{ name: 'inflight', algorithm: 'concurrency', max: 2 }],
     });
-    const { proxyUrl } = await start([r]);
-    const statuses = await Promise.all(
-      Array.from({ length: 6 }, () => fetch(`${proxyUrl}/slow?ms=150`).then((res) => res.status)),
+    const { proxyUrl, adminUrl } = await start([r]);
+    const pending = Promise.all(
+      Array.from({ length: 6 }, () => fetch(`${proxyUrl}/slow?ms=300`).then((res) => res.status)),
     );
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // the in-process store's slots, as GET /usage reads them
+    const usage = (await fetch(`${adminUrl}/usage?rule=slots&client=ip:127.0.0.1`).then((res) =>
+      res.json(),
+    )) as { limits: { inFlight: number; remaining: number }[] };
+    expect(usage.limits[0]).toMatchObject({ inFlight: 2, remaining: 0 });
+    const statuses = await pending;
     expect(statuses.filter((s) => s === 200)).toHaveLength(2);
     expect(statuses.filter((s) => s === 429)).toHaveLength(4);
     expect(mostInFlight).toBe(2);
