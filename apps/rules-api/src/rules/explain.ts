@@ -67,7 +67,10 @@ export const ExplanationSchema = Type.Object({
   limits: Type.Array(Type.Object({ name: Type.String(), algorithm: Type.String(), clientKey: ClientKey })),
   considered: Type.Array(
     Type.Object({ name: Type.String(), matched: Type.Boolean(), reason: Type.String() }),
-    { description: 'every rule whose path pattern takes the normalised path, the chosen one first (at most 25), with why each was or was not chosen' },
+    {
+      description:
+        'every rule whose path pattern takes the normalised path, the chosen one first (at most 25), with why each was or was not chosen',
+    },
   ),
 });
 
