@@ -152,10 +152,9 @@ export class DecisionCore implements SettleSink {
       clientKeys[i] = clientKey;
       // no prefix: the store adds its own
       const key = limitKey('', plan.id, limit.keyName, clientKey);
-      checks[i] =
-        limit.spec.algorithm === 'concurrency'
-          ? { key, spec: limit.spec, cost: 1, leaseId: this.#slotIdPrefix + ++this.#slotCounter }
-          : { key, spec: limit.spec, cost: limit.cost };
+      checks[i] = limit.slots
+        ? { key, spec: limit.spec, cost: 1, leaseId: this.#slotIdPrefix + ++this.#slotCounter }
+        : { key, spec: limit.spec, cost: limit.cost };
     }
     if (options?.charge === false) {
       const preview: PreviewDecision = { kind: 'preview', rule: plan, clientKeys };
@@ -289,10 +288,10 @@ export class DecisionCore implements SettleSink {
   }
 }
 
-/** A concurrency limit denied: never remembered, since a slot may come back any moment. */
+/** A limit holding slots denied: never remembered, since a slot may come back any moment. */
 function slotDenied(checks: readonly LimitCheck[], decision: StoreDecision): boolean {
   for (let i = 0; i < checks.length; i++) {
-    if (checks[i]!.spec.algorithm === 'concurrency' && !decision.limits[i]!.allowed) return true;
+    if (checks[i]!.leaseId !== undefined && !decision.limits[i]!.allowed) return true;
   }
   return false;
 }

@@ -117,7 +117,7 @@ export class Exchange {
     }
     this.#costDone = true;
     for (const check of this.checks) {
-      if (check.spec.algorithm !== 'concurrency') continue;
+      if (check.leaseId === undefined) continue; // only slots are given back
       settlements.push({
         key: check.key,
         spec: check.spec,
@@ -133,7 +133,7 @@ export class Exchange {
   #costSettlements(cost: number | 'refund'): Settlement[] {
     const settlements: Settlement[] = [];
     for (const check of this.checks) {
-      if (check.spec.algorithm === 'concurrency') continue;
+      if (check.leaseId !== undefined) continue; // a slot has no cost to settle
       const delta = cost === 'refund' ? -check.cost : cost - check.cost;
       if (delta === 0) continue;
       settlements.push({ key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs });

@@ -5,7 +5,7 @@
  * lifecycle (charge, refund, slots), lease size, metric counters, and the decisions that carry no
  * per-request data (unlimited, open, unavailable) as constants.
  */
-import { limitKeyName } from '../limiter/algorithms/index.js';
+import { algorithmOf, limitKeyName } from '../limiter/algorithms/index.js';
 import { leaseRequestsOf } from '../limiter/algorithms/lease.js';
 import { headerItemName } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
@@ -61,6 +61,8 @@ export interface LimitPlan {
   readonly spec: LimitSpec;
   /** what one request takes from it */
   readonly cost: number;
+  /** its algorithm holds slots for the exchange (`Algorithm.slots`): a request takes one under its own id */
+  readonly slots: boolean;
   readonly clientBy: CompiledLimit['clientBy'];
   readonly clientHeader: string | undefined;
   /** its item name in RateLimit headers: `"<rule>"` (v1) or `"<rule>.<limit>"` */
@@ -103,19 +105,24 @@ export interface PlanOptions {
 
 export function planRule(compiled: CompiledRule, options: PlanOptions): RulePlan {
   const name = compiled.name;
-  const limits: LimitPlan[] = compiled.limits.map((limit) => ({
-    name: limit.name,
-    keyName: limitKeyName(limit.spec, limit.name),
-    spec:
-      limit.spec.algorithm === 'concurrency' && options.slotLeaseMs !== undefined
-        ? Object.freeze({ ...limit.spec, leaseMs: options.slotLeaseMs })
-        : limit.spec,
-    cost: limit.cost,
-    clientBy: limit.clientBy,
-    clientHeader: limit.clientHeader,
-    headerItem: headerItemName(name, limit.name),
-  }));
-  const hasSlots = limits.some((limit) => limit.spec.algorithm === 'concurrency');
+  const limits: LimitPlan[] = compiled.limits.map((limit) => {
+    const slots = algorithmOf(limit.spec).slots;
+    return {
+      name: limit.name,
+      keyName: limitKeyName(limit.spec, limit.name),
+      // a slot's lifetime is the taking gateway's to set
+      spec:
+        slots !== undefined && options.slotLeaseMs !== undefined
+          ? Object.freeze(slots.withLifetime(limit.spec, options.slotLeaseMs))
+          : limit.spec,
+      cost: slots !== undefined ? 1 : limit.cost,
+      slots: slots !== undefined,
+      clientBy: limit.clientBy,
+      clientHeader: limit.clientHeader,
+      headerItem: headerItemName(name, limit.name),
+    };
+  });
+  const hasSlots = limits.some((limit) => limit.slots);
   const plan: Omit<RulePlan, 'asUnlimited' | 'asOpen' | 'asUnavailable'> = {
     compiled,
     id: compiled.id,

@@ -32,8 +32,8 @@ export function assertChecks(checks: readonly LimitCheck[]): void {
       throw new LimitArgumentError(`unknown algorithm ${JSON.stringify(check.spec.algorithm)}`);
     }
     algorithm.assertArguments(check.spec, check.cost);
-    if (check.spec.algorithm === 'concurrency' && !check.leaseId) {
-      throw new LimitArgumentError('a concurrency check needs a leaseId');
+    if (algorithm.slots !== undefined && !check.leaseId) {
+      throw new LimitArgumentError(`a ${check.spec.algorithm} check needs a leaseId`);
     }
     for (let j = 0; j < i; j++) {
       // one state per key: two checks on one key would each read it and the last write would win
@@ -74,8 +74,8 @@ export function assertSettlements(settlements: readonly Settlement[]): void {
     if (!Number.isFinite(settlement.delta) || !Number.isFinite(settlement.admittedAtMs)) {
       throw new LimitArgumentError('a settlement needs a finite delta and admittedAtMs');
     }
-    if (settlement.spec.algorithm === 'concurrency' && !settlement.leaseId) {
-      throw new LimitArgumentError('a concurrency settlement needs a leaseId');
+    if (algorithm.slots !== undefined && !settlement.leaseId) {
+      throw new LimitArgumentError(`a ${settlement.spec.algorithm} settlement needs a leaseId`);
     }
     for (let j = 0; j < i; j++) {
       if (settlements[j]!.key === settlement.key) {

@@ -189,6 +189,14 @@ export interface Algorithm<
   /** Most one request may cost when a rule charges at the response (0: it takes no cost). */
   chargeCeiling(spec: Spec): number;
 
+  /**
+   * Present when its admissions are slots held for the whole exchange (concurrency): each request
+   * takes one (cost 1) under an id of its own, gives it back when the exchange ends, and its denials
+   * are never remembered (a slot may come back any moment). `withLifetime` is the spec a slot is
+   * taken with: the taking gateway sets how long it is held at most.
+   */
+  readonly slots?: { withLifetime(spec: Spec, leaseMs: number): Spec };
+
   /** Its limits in the rule format. */
   readonly rule: LimitFormat<Spec, Fields, Stored>;
 }

@@ -59,6 +59,7 @@ export const concurrency: Algorithm<
   leaseRequests: () => 0,
   leaseSpec: (spec) => spec,
   chargeCeiling: () => 0,
+  slots: { withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }) },
 
   rule: concurrencyFormat,
 };
