@@ -7,18 +7,23 @@
 // and the same rule in exact mode. Redis calls (EVALSHA, from the private Redis's INFO commandstats,
 // lease returns included) per admitted request.
 //
+// Each round reports CPU µs per request of the gateway and of Redis (from /proc), Redis data commands and
+// EVALSHA calls per request (INFO commandstats), beside req/s.
+//
 // Part 2, accuracy: for 1, 2, 4 and 8 gateways (BENCH_GATEWAYS) on the one Redis, paced load on ONE key
 // (BENCH_PACED_RPS in total, spread evenly over the gateways, above the limit) for BENCH_ACCURACY_SECONDS
 // per mode: admitted / (capacity + rate·T), T from the first request sent to the last answer, and Redis
 // calls per request. Each run uses a key of its own (a fresh, full bucket).
 //
+// Part 3, at the limit: 3 gateways, 300 req/s paced over them for BENCH_ACCURACY_SECONDS, one global
+// key admitting 60 a second (a hot key under a flood: what lease mode is for), per mode: script calls per
+// request and admitted / (capacity + rate·T).
+//
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_GATEWAYS ("1,2,4,8"),
 // BENCH_ACCURACY_SECONDS (10), BENCH_PACED_RPS (400), BENCH_LEASE_MS (100).
 import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
-import autocannon from 'autocannon';
-import { closedLoopSettings } from './_lib/closed-loop.js';
-import { cpuMs } from './_lib/cpu-time.js';
+import { closedLoopRound, closedLoopSettings, type RoundResult } from './_lib/closed-loop.js';
 import { createRules, type Gateway, nodeCommandsFromEnv, pinSelf, SERVER_CPU, Stack } from './_lib/stack.js';
 
 const { rounds: ROUNDS, seconds: SECONDS, connections: CONNECTIONS } = closedLoopSettings();
@@ -35,6 +40,8 @@ const LEASE_MS = process.env.BENCH_LEASE_MS ?? '100';
 /** the accuracy rules' bucket: 100 tokens, 200 per second (the paced load offers twice that) */
 const CAPACITY = 100;
 const RATE_PER_S = 200;
+/** the hot key at its limit: 60 tokens, 60 a second, offered 300 a second over 3 gateways */
+const HOT = { capacity: 60, ratePerS: 60, offeredRps: 300, gateways: 3 };
 
 await createRules(
   rulesApi.url,
@@ -43,16 +50,16 @@ await createRules(
     { name: 'allow-lease', mode: 'lease', capacity: 1e9 },
     { name: 'allow-exact', mode: 'exact', capacity: 1e9 },
     // one key per run (header x-key), 100 tokens, 200/s
-    { name: 'paced-lease', mode: 'lease', capacity: CAPACITY, client: 'header' },
-    { name: 'paced-exact', mode: 'exact', capacity: CAPACITY, client: 'header' },
+    { name: 'paced-lease', mode: 'lease', capacity: CAPACITY, refill: RATE_PER_S, client: 'header' },
+    { name: 'paced-exact', mode: 'exact', capacity: CAPACITY, refill: RATE_PER_S, client: 'header' },
+    // the hot key, one per run as well (header x-key), so each run starts full
+    { name: 'hot-lease', mode: 'lease', capacity: HOT.capacity, refill: HOT.ratePerS, client: 'header' },
+    { name: 'hot-exact', mode: 'exact', capacity: HOT.capacity, refill: HOT.ratePerS, client: 'header' },
   ].map((rule) => ({
     name: rule.name,
     match: { path: `/${rule.name}/**` },
     client: rule.client === 'header' ? { by: 'header', name: 'x-key' } : { by: 'global' },
-    limit:
-      rule.capacity === CAPACITY
-        ? { capacity: CAPACITY, refill: RATE_PER_S, period: '1s' }
-        : { capacity: rule.capacity, refill: rule.capacity, period: '1s' },
+    limit: { capacity: rule.capacity, refill: rule.refill ?? rule.capacity, period: '1s' },
     maxDebt: 0,
     mode: rule.mode,
   })),
@@ -76,34 +83,16 @@ async function evalshaCalls(): Promise<number> {
   return (await redis.counters()).evalsha;
 }
 
-interface RoundResult {
-  rps: number;
-  responses: number;
-  status2xx: number;
-  errors: number;
-  evalsha: number;
-  /** CPU µs per response on CPU 1: the proxy, and proxy + upstream + Redis */
-  proxyCpuUs: number;
-  serverCpuUs: number;
-}
-
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
-async function cannon(url: string, seconds: number, proxyPid: number | undefined): Promise<RoundResult> {
-  const pids = [proxyPid, upstream.child.pid, redis.child.pid];
-  const cpuBefore = pids.map(cpuMs);
-  const before = await evalshaCalls();
-  const r = await autocannon({ url, connections: CONNECTIONS, pipelining: 1, duration: seconds });
-  const evalsha = (await evalshaCalls()) - before;
-  return {
-    rps: r.requests.average,
-    responses: r.requests.total,
-    status2xx: r['2xx'],
-    errors: r.errors + r.timeouts,
-    evalsha,
-    proxyCpuUs: ((cpuMs(proxyPid) - cpuBefore[0]!) * 1000) / r.requests.total,
-    serverCpuUs: (sum(pids.map((pid, i) => cpuMs(pid) - cpuBefore[i]!)) * 1000) / r.requests.total,
-  };
+function cannon(url: string, seconds: number, proxyPid: number | undefined): Promise<RoundResult> {
+  return closedLoopRound({
+    url,
+    seconds,
+    connections: CONNECTIONS,
+    pids: { proxy: proxyPid, upstream: upstream.child.pid, redis: redis.child.pid },
+    redisCounters: redis.counters,
+  });
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -158,6 +147,7 @@ async function fallbacks(count: number): Promise<number> {
 }
 
 interface AccuracyResult {
+  /** admitted per second allowed at most: capacity + rate·T */
   requests: number;
   admitted: number;
   other: number;
@@ -167,11 +157,16 @@ interface AccuracyResult {
 }
 
 let run = 0;
-async function paced(mode: 'lease' | 'exact', count: number): Promise<AccuracyResult> {
+async function paced(
+  rule: string,
+  count: number,
+  offeredRps: number,
+  bucket: { capacity: number; ratePerS: number },
+): Promise<AccuracyResult> {
   const key = `run-${++run}`;
   const ports = gatewayPorts.slice(0, count);
   const tickMs = 5;
-  const perTick = (PACED_RPS * tickMs) / 1000;
+  const perTick = (offeredRps * tickMs) / 1000;
   const before = await evalshaCalls();
   const fallbacksBefore = await fallbacks(count);
   const pending: Promise<number>[] = [];
@@ -180,7 +175,7 @@ async function paced(mode: 'lease' | 'exact', count: number): Promise<AccuracyRe
   while (performance.now() - startedAt < ACCURACY_SECONDS * 1000) {
     // paced: as many sends as the schedule says by now, round-robin over the gateways
     const due = Math.floor(((performance.now() - startedAt) / tickMs) * perTick);
-    for (; sent < due; sent++) pending.push(send(ports[sent % count]!, `/paced-${mode}/item`, key));
+    for (; sent < due; sent++) pending.push(send(ports[sent % count]!, `/${rule}/item`, key));
     await new Promise((resolve) => setTimeout(resolve, tickMs));
   }
   const statuses = await Promise.all(pending);
@@ -193,44 +188,50 @@ async function paced(mode: 'lease' | 'exact', count: number): Promise<AccuracyRe
     requests: statuses.length,
     admitted,
     other: statuses.filter((s) => s !== 200 && s !== 429).length,
-    bound: CAPACITY + RATE_PER_S * elapsedS,
+    bound: bucket.capacity + bucket.ratePerS * elapsedS,
     callsPerRequest: calls / statuses.length,
     fallbacks: (await fallbacks(count)) - fallbacksBefore,
   };
 }
 
 const accuracy: { count: number; exact: AccuracyResult; lease: AccuracyResult }[] = [];
+const pacedBucket = { capacity: CAPACITY, ratePerS: RATE_PER_S };
 for (const count of GATEWAY_COUNTS) {
-  const exact = await paced('exact', count);
-  const lease = await paced('lease', count);
+  const exact = await paced('paced-exact', count, PACED_RPS, pacedBucket);
+  const lease = await paced('paced-lease', count, PACED_RPS, pacedBucket);
   accuracy.push({ count, exact, lease });
 }
-
-const cpuCell = (runs: RoundResult[]) => {
-  const server = median(runs.map((r) => r.serverCpuUs));
-  const proxy = median(runs.map((r) => r.proxyCpuUs));
-  return `${fmt(server)} (proxy ${fmt(proxy)})`;
+const hotCount = Math.min(HOT.gateways, gateways.length);
+const hot = {
+  exact: await paced('hot-exact', hotCount, HOT.offeredRps, HOT),
+  lease: await paced('hot-lease', hotCount, HOT.offeredRps, HOT),
 };
+
 const bareRps = median(scenarios.bare.map((r) => r.rps));
+const bareCpu = median(scenarios.bare.map((r) => r.cpuUs.proxy));
 console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s, ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; LEASE_MS ${LEASE_MS}; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | req/s (median) | vs bare | target | Redis calls per admitted request | target | CPU µs per request on CPU 1 (proxy + upstream + Redis) | non-2xx or failed |',
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | EVALSHA/req | target | req/s (median) | vs bare | non-2xx or failed |',
 );
-console.log('| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |');
-console.log(`| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | | | ${cpuCell(scenarios.bare)} | |`);
-for (const [label, key, target, callsTarget] of [
-  ['gateway, no rule matches (no limiter at all)', 'free', '', ''],
-  ['gateway, lease mode, one global key', 'lease', '≥ 0.97', '≤ 0.05'],
-  ['gateway, exact mode, same rule', 'exact', '', ''],
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |');
+for (const [label, key, target] of [
+  ['bare @fastify/http-proxy', 'bare', ''],
+  ['gateway, no rule matches (no limiter at all)', 'free', ''],
+  ['gateway, lease mode, one global key', 'lease', '≤ bare + 3 µs'],
+  ['gateway, exact mode, same rule', 'exact', ''],
 ] as const) {
   const runs = scenarios[key];
+  const proxy = median(runs.map((r) => r.cpuUs.proxy));
+  const red = median(runs.map((r) => r.cpuUs.redis));
   const rps = median(runs.map((r) => r.rps));
-  const calls = sum(runs.map((r) => r.evalsha)) / sum(runs.map((r) => r.status2xx));
+  const per = (field: 'evalshaPerResponse' | 'commandsPerResponse') =>
+    sum(runs.map((r) => r[field] * r.responses)) / sum(runs.map((r) => r.responses));
   const other = sum(runs.map((r) => r.responses - r.status2xx + r.errors));
+  const over = key === 'bare' ? '' : `${proxy + red - bareCpu >= 0 ? '+' : ''}${fmt(proxy + red - bareCpu)}`;
   console.log(
-    `| ${label} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${target} | ${fmt(calls, 4)} | ${callsTarget} | ${cpuCell(runs)} | ${other} |`,
+    `| ${label} | ${fmt(proxy)} | ${fmt(red)} | ${over} | ${fmt(per('commandsPerResponse'), 3)} | ${fmt(per('evalshaPerResponse'), 4)} | ${target} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${other} |`,
   );
 }
 console.log(
@@ -248,6 +249,19 @@ console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
 for (const { count, exact, lease } of accuracy) {
   console.log(
     `| ${count} | ${fmt(exact.admitted / exact.bound, 3)} (${exact.admitted} / ${fmt(exact.bound, 1)}) | ${fmt(exact.callsPerRequest, 3)} | ${fmt(lease.admitted / lease.bound, 3)} (${lease.admitted} / ${fmt(lease.bound, 1)}) | ${fmt(lease.callsPerRequest, 3)} | ${exact.requests} / ${lease.requests} | ${exact.other + lease.other} | ${exact.fallbacks} / ${lease.fallbacks} |`,
+  );
+}
+console.log(
+  `\nAt the limit: one key, bucket of ${HOT.capacity} tokens refilled at ${HOT.ratePerS}/s, ${HOT.offeredRps} req/s paced over ${hotCount} gateways for ${ACCURACY_SECONDS} s; targets (lease): ≤ 0.2 script calls per request, admitted / bound within [0.95, 1.0]\n`,
+);
+console.log(
+  '| mode | admitted / bound | Redis calls per request | requests | non-2xx/429 | policy fallbacks |',
+);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
+for (const mode of ['exact', 'lease'] as const) {
+  const r = hot[mode];
+  console.log(
+    `| ${mode} | ${fmt(r.admitted / r.bound, 3)} (${r.admitted} / ${fmt(r.bound, 1)}) | ${fmt(r.callsPerRequest, 3)} | ${r.requests} | ${r.other} | ${r.fallbacks} |`,
   );
 }
 if (loadAtStart > 0.5)

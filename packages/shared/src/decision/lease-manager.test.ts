@@ -201,25 +201,69 @@ describe('LeaseManager', () => {
     expect(manager.stats.returnedTokens + manager.stats.admittedTokens).toBe(manager.stats.leasedTokens);
   });
 
-  it('answers undefined (decide exactly) once the bucket cannot give a lease, for leaseMs', async () => {
+  it('at the limit: denies from memory until a useful lease is there, then takes what accrued in one call', async () => {
     const clock = new SimClock();
     const memory = new MemoryStore({ now: () => clock.nowMs, sweepIntervalMs: 0 });
-    const small: TokenBucketSpec = { ...spec, capacity: 8 };
-    const { store } = countingStore(memory);
-    await memory.acquire([{ key: 'k', spec: small, cost: 7 }]); // 1 token left
+    // 8 tokens, one every 40 ms: a lease of LEASE_MS (100 ms) holds about 2 of them
+    const small: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 8,
+      refill: 1,
+      periodMs: 40,
+      maxDebt: 0,
+    };
+    const { store, totals } = countingStore(memory);
+    await memory.acquire([{ key: 'k', spec: small, cost: 8 }]); // empty
     const manager = new LeaseManager({
       store,
       leaseMs: 100,
       now: () => clock.nowMs,
       schedule: clock.schedule,
     });
-    // rate unknown: the first lease is 1 request, which the 1 token left still covers
-    const first = await manager.take('k', [{ key: 'k', spec: small, cost: 1 }], 2);
-    expect(first?.allowed).toBe(true);
-    expect(first?.limits[0]?.remaining).toBe(0);
-    expect(await manager.take('k', [{ key: 'k', spec: small, cost: 1 }], 2)).toBeUndefined();
-    expect(manager.take('k', [{ key: 'k', spec: small, cost: 1 }], 2)).toBeUndefined(); // no new attempt
+    const checks = [{ key: 'k', spec: small, cost: 1 }];
+    const denial = await manager.take('k', checks, 2);
+    expect(denial).toMatchObject({ allowed: false, deniedIndex: 0, retryAfterMs: 100 });
     expect(manager.stats.leaseDenials).toBe(1);
+    // until then: answered from memory, no store call, the wait counting down
+    const calls = totals.calls;
+    for (const atMs of [10, 50, 99]) {
+      await clock.advance(atMs);
+      expect(manager.take('k', checks, 2)).toMatchObject({ allowed: false, retryAfterMs: 100 - atMs });
+    }
+    expect(totals.calls).toBe(calls);
+    // 100 ms on: 2.5 tokens accrued, a lease of 2 in one call
+    await clock.advance(100);
+    expect(await manager.take('k', checks, 2)).toMatchObject({ allowed: true });
+    expect(manager.take('k', checks, 2)).toMatchObject({ allowed: true });
+    expect(totals.calls).toBe(calls + 1);
+    expect(totals.taken).toBe(2);
+    await manager.close();
+  });
+
+  it('at the limit of a slow bucket: waits for the first token, however long, answering from memory', async () => {
+    const clock = new SimClock();
+    const memory = new MemoryStore({ now: () => clock.nowMs, sweepIntervalMs: 0 });
+    const hourly: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 8,
+      refill: 1,
+      periodMs: 3_600_000,
+      maxDebt: 0,
+    };
+    const { store, totals } = countingStore(memory);
+    await memory.acquire([{ key: 'k', spec: hourly, cost: 8 }]);
+    const manager = new LeaseManager({
+      store,
+      leaseMs: 100,
+      now: () => clock.nowMs,
+      schedule: clock.schedule,
+    });
+    const checks = [{ key: 'k', spec: hourly, cost: 1 }];
+    expect(await manager.take('k', checks, 2)).toMatchObject({ allowed: false, retryAfterMs: 3_600_000 });
+    const calls = totals.calls;
+    await clock.advance(1_800_000);
+    expect(manager.take('k', checks, 2)).toMatchObject({ allowed: false, retryAfterMs: 1_800_000 });
+    expect(totals.calls).toBe(calls);
     await manager.close();
   });
 

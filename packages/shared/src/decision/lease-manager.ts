@@ -17,14 +17,19 @@
  * `leaseMs` of traffic, at least 1 request, at most what the rule allows (`leaseRequestsOf`). Requests
  * that arrive while a lease is being fetched wait for it (one store call for all of them).
  *
- * When a lease cannot be had (the bucket is short), `take` answers `undefined` and the caller decides
- * the request exactly (its own cost, the bucket's real `maxDebt`), so a client sees exact mode's 429 and
- * Retry-After; this key is then decided exactly, without new lease attempts, for `leaseMs`, doubled
- * with every further denial in a row up to 16 × `leaseMs` (a key held at its limit gains nothing from
- * leases, and each attempt would be one more call).
+ * At its limit (SPEC §6, "Lease mode at its limit"): when the bucket cannot give a lease, the denial
+ * itself says what the bucket holds, so the manager knows when a useful lease will be there: not before
+ * one request's tokens have come back (until then every request of this key is one the bucket had no
+ * token for), and not before `leaseMs` of refill, so that a key held at its limit costs about one store
+ * call per `leaseMs` whatever its traffic. Until then `take` answers the key's requests with that denial
+ * from memory (Retry-After: until the next attempt), and then asks for what will have accrued, in one
+ * call. Other gateways may take those tokens first: then it is denied again and waits again. It never
+ * admits more than exact mode would: every admitted token is still taken from the bucket first.
  */
+import { carryDenialForward, carryForward } from '../limiter/algorithms/carry-forward.js';
+import { algorithmOf } from '../limiter/algorithms/index.js';
 import { leaseSpecOf } from '../limiter/algorithms/lease.js';
-import type { LimitCheck, LimitOutcome, Settlement, StoreDecision } from '../limiter/limits.js';
+import type { LimitCheck, LimitOutcome, LimitSpec, Settlement, StoreDecision } from '../limiter/limits.js';
 import type { DecidedBy, PolicyAnswer } from './store-policy.js';
 
 /** What the manager needs of a store: the store policy (`GuardedStore`) has exactly this. */
@@ -73,7 +78,23 @@ interface Lease {
   remaining: number;
   /** requests the lease held after its latest top-up */
   granted: number;
+  /**
+   * topped up before it runs out; false for a lease taken at the limit (what had accrued): a top-up
+   * would find the bucket empty, one more call for a denial
+   */
+  topUp: boolean;
   cancelExpiry: (() => void) | undefined;
+}
+
+/** A lease the bucket denied, remembered until a useful one can be had. */
+interface AtLimit {
+  /** the store's denial of the lease */
+  readonly decision: StoreDecision;
+  readonly specs: readonly LimitSpec[];
+  /** monotonic ms when the denied lease was asked for (waits count from there, as the store's did) */
+  readonly sentAtMs: number;
+  /** monotonic ms of the next attempt */
+  readonly untilMs: number;
 }
 
 interface KeyState {
@@ -82,12 +103,12 @@ interface KeyState {
   fetching: boolean;
   /** the rule's most requests per lease, as the last `take` said */
   maxRequests: number;
-  /** requests waiting for the lease being fetched: each gets a lease decision or undefined (exact) */
+  /** requests waiting for the lease being fetched: each gets a lease's answer, or undefined (exact) */
   waiters: ((decision: StoreDecision | undefined) => void)[];
-  /** monotonic ms until which this key is decided exactly (a lease was denied) */
-  exactUntilMs: number;
-  /** leases denied in a row: each doubles the time decided exactly (a key held at its limit) */
-  denials: number;
+  /** the key is at its limit: the denial answered from memory until the next attempt */
+  atLimit: AtLimit | undefined;
+  /** the size of the next lease after a wait at the limit: what will have accrued (0: by rate) */
+  accruedRequests: number;
   /** requests per ms on this key, EWMA; undefined until a first sample */
   rate: number | undefined;
   /** requests served from leases since `sampledAtMs` */
@@ -161,8 +182,8 @@ export class LeaseManager {
         fetching: false,
         maxRequests,
         waiters: [],
-        exactUntilMs: 0,
-        denials: 0,
+        atLimit: undefined,
+        accruedRequests: 0,
         rate: undefined,
         served: 0,
         sampledAtMs: nowMs,
@@ -177,7 +198,11 @@ export class LeaseManager {
       this.#end(state); // used up: nothing to give back
     }
     if (state.fetching) return new Promise((resolve) => state.waiters.push(resolve));
-    if (nowMs < state.exactUntilMs) return undefined;
+    const atLimit = state.atLimit;
+    if (atLimit !== undefined) {
+      if (nowMs < atLimit.untilMs) return deniedFromMemory(atLimit, nowMs);
+      state.atLimit = undefined;
+    }
     return new Promise((resolve) => {
       state.waiters.push(resolve);
       this.#fetch(state, checks, maxRequests);
@@ -206,7 +231,7 @@ export class LeaseManager {
     this.#outstandingTokens -= lease.tokensPerRequest;
     this.stats.admittedTokens += lease.tokensPerRequest;
     // a lease in use is topped up before it runs out, so a steady stream never waits for the store
-    if (4 * lease.remaining < lease.granted && !state.fetching && !this.#closed) {
+    if (lease.topUp && 4 * lease.remaining < lease.granted && !state.fetching && !this.#closed) {
       this.#fetch(state, lease.checks, state.maxRequests);
     }
     const grant = lease.grant;
@@ -241,7 +266,13 @@ export class LeaseManager {
     const wanted = state.rate === undefined ? 1 : Math.ceil(state.rate * this.#leaseMs);
     // a top-up keeps what the lease still holds within the rule's most (a quarter of capacity)
     const room = maxRequests - (state.lease?.remaining ?? 0);
-    const requests = Math.max(1, Math.min(room, Math.max(wanted, state.waiters.length)));
+    // after a wait at the limit: what has accrued (asking for more would be denied again); else enough
+    // for about leaseMs of this key's traffic, and for every request waiting
+    const atLimit = state.accruedRequests > 0;
+    const size = atLimit ? state.accruedRequests : Math.max(wanted, state.waiters.length);
+    state.accruedRequests = 0;
+    const requests = Math.max(1, Math.min(room, size));
+    const sentAtMs = nowMs;
     const leaseChecks: LimitCheck[] = checks.map((check) => ({
       key: check.key,
       // a lease never overdraws the bucket: only an exact decision may, as in exact mode
@@ -269,14 +300,14 @@ export class LeaseManager {
         const decision = answer.decision;
         if (!decision.allowed) {
           this.stats.leaseDenials++;
-          // a key at its limit gains nothing from leases: try again after 1, 2, 4, … 16 LEASE_MS
-          state.exactUntilMs = this.#now() + this.#leaseMs * 2 ** Math.min(state.denials, 4);
-          state.denials++;
-          exactly();
+          const atLimit = this.#atLimit(state, decision, leaseChecks, checks, sentAtMs, maxRequests);
+          const waiters = state.waiters;
+          state.waiters = [];
+          const answer = deniedFromMemory(atLimit, this.#now());
+          for (const resolve of waiters) resolve(answer);
           return;
         }
         this.stats.leases++;
-        state.denials = 0;
         this.stats.leasedTokens += requests * tokensPerRequest;
         this.#outstandingTokens += requests * tokensPerRequest;
         let lease = state.lease;
@@ -287,6 +318,7 @@ export class LeaseManager {
             tokensPerRequest,
             remaining: 0,
             granted: 0,
+            topUp: !atLimit,
             cancelExpiry: undefined,
           };
           state.lease = lease;
@@ -323,6 +355,40 @@ export class LeaseManager {
         exactly();
       },
     );
+  }
+
+  /**
+   * A denied lease: the next attempt waits until one request's tokens are back (before that the bucket
+   * has none for any request of this key) and at least `leaseMs` of refill, and then asks for what will
+   * have accrued by then (at least one request, at most the rule's most).
+   */
+  #atLimit(
+    state: KeyState,
+    denial: StoreDecision,
+    leaseChecks: readonly LimitCheck[],
+    checks: readonly LimitCheck[],
+    sentAtMs: number,
+    maxRequests: number,
+  ): AtLimit {
+    let waitMs = this.#leaseMs;
+    for (let i = 0; i < checks.length; i++) {
+      const spec = leaseChecks[i]!.spec;
+      waitMs = Math.max(waitMs, algorithmOf(spec).leaseWaitMs(spec, denial.limits[i]!, checks[i]!.cost));
+    }
+    let accrued = maxRequests;
+    for (let i = 0; i < checks.length; i++) {
+      const later = carryForward(denial.limits[i]!, leaseChecks[i]!.spec, waitMs);
+      accrued = Math.min(accrued, Math.floor(later.level / checks[i]!.cost));
+    }
+    state.accruedRequests = Math.max(1, accrued);
+    const atLimit: AtLimit = {
+      decision: denial,
+      specs: leaseChecks.map((check) => check.spec),
+      sentAtMs,
+      untilMs: sentAtMs + waitMs,
+    };
+    state.atLimit = atLimit;
+    return atLimit;
   }
 
   /** Ends the key's lease now: unused tokens back to the store. */
@@ -376,11 +442,19 @@ export class LeaseManager {
       this.#cancelSweep = undefined;
       const idleBeforeMs = this.#now() - 10 * this.#leaseMs;
       for (const [key, state] of this.#keys) {
-        if (state.lease === undefined && !state.fetching && state.sampledAtMs < idleBeforeMs) {
+        const waiting =
+          state.atLimit !== undefined && state.atLimit.untilMs > idleBeforeMs + 10 * this.#leaseMs;
+        if (state.lease === undefined && !state.fetching && !waiting && state.sampledAtMs < idleBeforeMs) {
           this.#keys.delete(key);
         }
       }
       if (this.#keys.size > 0) this.#sweepLater();
     }, 10 * this.#leaseMs);
   }
+}
+
+/** The remembered denial at `nowMs`: each limit carried forward, the wait until the next attempt. */
+function deniedFromMemory(atLimit: AtLimit, nowMs: number): StoreDecision {
+  const carried = carryDenialForward(atLimit.decision, atLimit.specs, Math.max(0, nowMs - atLimit.sentAtMs));
+  return { ...carried, retryAfterMs: Math.max(1, atLimit.untilMs - nowMs) };
 }

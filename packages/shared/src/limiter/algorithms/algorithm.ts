@@ -186,6 +186,11 @@ export interface Algorithm<
   leaseRequests(spec: Spec, cost: number): number;
   /** The spec a lease is taken with (a token bucket: no overdraft, only an exact decision may). */
   leaseSpec(spec: Spec): Spec;
+  /**
+   * From a denied lease's outcome: ms until a lease of `tokens` (taken with `leaseSpec`) could be
+   * granted with no further traffic (lease mode at its limit waits this long before asking again).
+   */
+  leaseWaitMs(spec: Spec, outcome: LimitOutcome, tokens: number): number;
   /** Most one request may cost when a rule charges at the response (0: it takes no cost). */
   chargeCeiling(spec: Spec): number;
 

@@ -43,6 +43,7 @@ const MEMBERS = {
   usage: 'function',
   leaseRequests: 'function',
   leaseSpec: 'function',
+  leaseWaitMs: 'function',
   chargeCeiling: 'function',
   rule: 'object',
 } as const;

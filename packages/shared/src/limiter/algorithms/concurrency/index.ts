@@ -58,6 +58,8 @@ export const concurrency: Algorithm<
 
   leaseRequests: () => 0,
   leaseSpec: (spec) => spec,
+  // never leased (leaseRequests is 0)
+  leaseWaitMs: () => Number.POSITIVE_INFINITY,
   chargeCeiling: () => 0,
   slots: { withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }) },
 

@@ -55,6 +55,8 @@ export const slidingWindow: Algorithm<
 
   leaseRequests: () => 0,
   leaseSpec: (spec) => spec,
+  // never leased (leaseRequests is 0)
+  leaseWaitMs: () => Number.POSITIVE_INFINITY,
   chargeCeiling: (spec) => spec.max,
 
   rule: slidingWindowFormat,

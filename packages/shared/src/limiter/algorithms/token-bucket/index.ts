@@ -60,6 +60,11 @@ export const tokenBucket: Algorithm<
   // a quarter of the capacity at most, so other gateways still find tokens in the bucket
   leaseRequests: (spec, cost) => Math.floor(spec.capacity / 4 / cost),
   leaseSpec: (spec) => ({ ...spec, maxDebt: 0 }),
+  // the model's own wait: the same search that decides, on the balance the denial saw
+  leaseWaitMs: (spec, outcome, tokens) =>
+    tokenBucketModel
+      .evaluate({ balance: outcome.level, updatedAtMs: 0 }, { ...spec, maxDebt: 0 }, tokens, 0)
+      .hold().retryAfterMs,
   chargeCeiling: (spec) => spec.capacity + spec.maxDebt,
 
   rule: tokenBucketFormat,
