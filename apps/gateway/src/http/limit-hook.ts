@@ -129,14 +129,17 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     }
     const decision = core.decide(context);
     if (decision instanceof Promise) {
-      decision
-        .then(
-          (decided) => answer(decided, context, reply, done),
-          (error: unknown) => done(error as Error),
-        )
-        .catch((error: unknown) => {
-          request.log.error({ err: error }, 'limit hook failed after its decision');
-        });
+      // one reaction, no promise chained behind it: an answer that throws is logged here
+      decision.then(
+        (decided) => {
+          try {
+            answer(decided, context, reply, done);
+          } catch (error) {
+            request.log.error({ err: error }, 'limit hook failed after its decision');
+          }
+        },
+        (error: unknown) => done(error as Error),
+      );
       return;
     }
     answer(decision, context, reply, done);

@@ -34,6 +34,25 @@ const MISSING_HOST: RequestHost = Object.freeze({
   message: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
 });
 
+/** Most Host values whose reading is remembered (a gateway sees a handful; a flood of others only churns it). */
+const READ_HOSTS_MAX = 1_024;
+const readHosts = new Map<string, NormalizedHost>();
+
+/**
+ * `normalizeHost`, remembered per value: every request's Host is read before routing and again by the
+ * admission hook (and by the router's host constraint), and a gateway sees the same few values.
+ */
+function readHost(value: string | undefined): NormalizedHost {
+  if (value === undefined) return normalizeHost(value);
+  let host = readHosts.get(value);
+  if (host === undefined) {
+    host = normalizeHost(value);
+    if (readHosts.size >= READ_HOSTS_MAX) readHosts.clear();
+    readHosts.set(value, host);
+  }
+  return host;
+}
+
 /** Fastify `rewriteUrl`: the normalised target, or REFUSED_TARGET_URL. */
 export function rewriteTarget(req: IncomingMessage): string {
   const target = normalizePath(req.url ?? '');
@@ -55,7 +74,7 @@ export function requestHost(req: IncomingMessage): RequestHost {
   // HTTP/1.0 may omit Host (it then names no host); Node's own check is off so that this answer,
   // like every other, carries a code (see app.ts)
   if (seen === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) return MISSING_HOST;
-  return normalizeHost(req.headers.host);
+  return readHost(req.headers.host);
 }
 
 /**
@@ -63,7 +82,7 @@ export function requestHost(req: IncomingMessage): RequestHost {
  * dot), or undefined when it names none.
  */
 export function hostOf(req: IncomingMessage): string | undefined {
-  const host = normalizeHost(req.headers.host);
+  const host = readHost(req.headers.host);
   return host.ok && host.host !== '' ? host.host : undefined;
 }
 

@@ -67,7 +67,8 @@ export class DenialCache {
    * fallen, so `r` errs low); undefined when there is none (or it has run out).
    */
   lookup(key: string, nowMs: number): StoreDecision | undefined {
-    if (this.entries === undefined) return undefined;
+    // admitted traffic leaves the cache empty: then a lookup is one comparison, not a hash
+    if (this.entries === undefined || this.entries.size === 0) return undefined;
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;
     if (nowMs >= entry.untilMs) {

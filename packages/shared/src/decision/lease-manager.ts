@@ -453,8 +453,15 @@ export class LeaseManager {
   }
 }
 
-/** The remembered denial at `nowMs`: each limit carried forward, the wait until the next attempt. */
+/**
+ * The remembered denial at `nowMs`: each limit carried forward, the wait until the next attempt. What
+ * accrues meanwhile is this key's next lease, not a request's: the request is told none is left.
+ */
 function deniedFromMemory(atLimit: AtLimit, nowMs: number): StoreDecision {
   const carried = carryDenialForward(atLimit.decision, atLimit.specs, Math.max(0, nowMs - atLimit.sentAtMs));
-  return { ...carried, retryAfterMs: Math.max(1, atLimit.untilMs - nowMs) };
+  return {
+    ...carried,
+    limits: carried.limits.map((outcome) => ({ ...outcome, remaining: 0 })),
+    retryAfterMs: Math.max(1, atLimit.untilMs - nowMs),
+  };
 }
