@@ -34,6 +34,7 @@ import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
 import { rewriteTarget } from './http/target.js';
 import { registerUpstreams } from './http/upstreams.js';
+import { GatewayHeartbeat } from './limiter/heartbeat.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
 import { createPrimaryStore } from './limiter/primary-store.js';
 import { RulesCache } from './rules/rules-cache.js';
@@ -99,6 +100,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   });
   const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
   const primary = deps.store ?? createPrimaryStore(config, log);
+  const heartbeat = beatInRedis(primary, config, metrics, log);
   const limiter = createLimiter({
     config,
     primary,
@@ -106,6 +108,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     log,
     storeCoolDownMs: deps.storeCoolDownMs,
     now: deps.now,
+    gateways: () => heartbeat?.gateways ?? 1,
   });
   const offenders = trackOffenders(limiter, primary, config, deps, log);
   const rules = deps.rules ?? createRulesCache(config, metrics, log);
@@ -159,6 +162,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         metrics.rulesConfirmedAtMs = Date.now();
       });
       await waitForRedis(primary, config, log);
+      heartbeat?.start();
       if (deps.offendersFlushMs !== 0) offenders.flusher?.start();
       await admin.listen({ port: config.adminPort, host: config.host });
       await proxy.listen({ port: config.port, host: config.host });
@@ -173,6 +177,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         await rules.stop();
         await limiter.core.close(); // unused lease tokens back to the store while it is still open
         await offenders.flusher?.stop();
+        await heartbeat?.stop();
         await limiter.store.close();
         await admin.close();
       })();
@@ -245,6 +250,25 @@ function createRulesCache(
     fetchTimeoutMs: config.rulesFetchTimeoutMs,
     metrics,
     log,
+  });
+}
+
+/** The count of gateways sharing the limits (STORE_FAILURE=local's fair share); none without Redis. */
+function beatInRedis(
+  primary: Store,
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  log: FastifyBaseLogger,
+): GatewayHeartbeat | undefined {
+  if (!(primary instanceof RedisStore)) return undefined;
+  return new GatewayHeartbeat({
+    redis: primary.client,
+    keyPrefix: config.redisKeyPrefix,
+    logger: log,
+    onCount: (gateways) => {
+      metrics.fallbackGateways.set(gateways);
+      metrics.fallbackShare.set(1 / gateways);
+    },
   });
 }
 

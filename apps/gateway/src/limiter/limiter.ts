@@ -39,6 +39,8 @@ export interface LimiterOptions {
   storeCoolDownMs?: number;
   /** monotonic clock in ms (default `performance.now`) */
   now?: () => number;
+  /** how many gateways share the limits (the heartbeat's count): the local fallback holds 1/N */
+  gateways?: () => number;
 }
 
 export function createLimiter({
@@ -48,6 +50,7 @@ export function createLimiter({
   log,
   storeCoolDownMs,
   now,
+  gateways,
 }: LimiterOptions): Limiter {
   const store = new GuardedStore({
     primary,
@@ -63,6 +66,7 @@ export function createLimiter({
     log,
     coolDownMs: storeCoolDownMs,
     now,
+    gateways,
   });
   const denials = new DenialCache(config.denialCacheSize);
   metrics.denialCacheSize = () => denials.size;

@@ -97,6 +97,18 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly fallbackGateways = new Gauge({
+    name: 'sluice_fallback_gateways',
+    help: 'Gateways seen alive in the last minute (heartbeats in Redis): STORE_FAILURE=local holds 1/N of each limit',
+    registers: [this.registry],
+  });
+
+  readonly fallbackShare = new Gauge({
+    name: 'sluice_fallback_share',
+    help: "Share of each limit this gateway's STORE_FAILURE=local fallback holds while Redis is away (1/N)",
+    registers: [this.registry],
+  });
+
   readonly breakerState = new Gauge({
     name: 'sluice_store_breaker_state',
     help: 'Circuit breaker in front of the store: 0 closed (store used), 1 open (policy used), 2 half-open (probing)',
@@ -219,6 +231,8 @@ export class GatewayMetrics {
     this.rulesVersion.set(-1);
     this.rulesLoaded.set(0);
     this.breakerState.set(0);
+    this.fallbackGateways.set(1);
+    this.fallbackShare.set(1);
     if (options.defaultMetrics !== false)
       collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' });
   }

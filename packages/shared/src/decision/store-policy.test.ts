@@ -230,4 +230,61 @@ describe('GuardedStore', () => {
     await store.acquire(REQUEST);
     expect(counts.errors).toEqual({ timeout: 1, error: 0 });
   });
+
+  it('local: each gateway holds a fair share of the limit while the store is away; a lone one the whole', async () => {
+    const bucket: LimitCheck[] = [
+      {
+        key: '{r:ip:1}',
+        spec: { algorithm: 'token-bucket', capacity: 30, refill: 1, periodMs: 3_600_000, maxDebt: 0 },
+        cost: 1,
+      },
+    ];
+    const admittedBy = async (gateways: number) => {
+      const primary = new ScriptedStore();
+      primary.failing = true;
+      const store = new GuardedStore({
+        primary,
+        policy: 'local',
+        local: new MemoryStore(),
+        log: recordingLogger().log,
+        now: fakeClock().now,
+        gateways: () => gateways,
+      });
+      let admitted = 0;
+      for (let i = 0; i < 40; i++) {
+        const answer = await store.acquire(bucket);
+        if (answer.kind === 'fallback' && answer.decision.allowed) admitted++;
+      }
+      return admitted;
+    };
+    expect(await admittedBy(1)).toBe(30);
+    expect(await admittedBy(3)).toBe(10);
+    // three gateways together: about the limit, not three times it
+    expect(3 * (await admittedBy(3))).toBe(30);
+  });
+
+  it('local: a refund of a fallback admission fills its share, never the whole bucket', async () => {
+    const spec = {
+      algorithm: 'token-bucket',
+      capacity: 30,
+      refill: 1,
+      periodMs: 3_600_000,
+      maxDebt: 0,
+    } as const;
+    const primary = new ScriptedStore();
+    primary.failing = true;
+    const store = new GuardedStore({
+      primary,
+      policy: 'local',
+      local: new MemoryStore(),
+      log: recordingLogger().log,
+      now: fakeClock().now,
+      gateways: () => 3,
+    });
+    const check: LimitCheck[] = [{ key: '{r:ip:2}', spec, cost: 1 }];
+    const first = await store.acquire(check);
+    expect(first.kind === 'fallback' && first.decision.limits[0]!.remaining).toBe(9);
+    const settled = await store.settle('fallback', [{ key: '{r:ip:2}', spec, delta: -50, admittedAtMs: 0 }]);
+    expect(settled[0]!.remaining).toBe(10);
+  });
 });

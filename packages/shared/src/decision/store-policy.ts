@@ -2,7 +2,10 @@
  * The store as the decision core sees it: the primary store (Redis) behind a circuit breaker, with
  * the `STORE_FAILURE` policy deciding whenever the store cannot (docs/configuration.md, `STORE_FAILURE`).
  *
- * - `local`: the same limiter engine in an in-process store of this gateway (a `fallback` answer);
+ * - `local`: the same limiter engine in an in-process store of this gateway (a `fallback` answer),
+ *   holding a fair share of each limit: its numbers divided by the gateways seen alive in the last
+ *   minute (`gateways`, learnt from a heartbeat while the store answered), so that N gateways together
+ *   admit about the limit during an outage, not N times it;
  * - `open`: admit, uncounted (an `open` answer);
  * - `closed`: refuse with 503 (an `unavailable` answer).
  *
@@ -18,7 +21,8 @@
  * MAX_BREAKERS are kept (closed, healthy ones are dropped first); the breaker-state metric shows the
  * worst of them.
  */
-import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from '../limiter/limits.js';
+import { algorithmOf } from '../limiter/algorithms/index.js';
+import type { LimitCheck, LimitSpec, SettledLimit, Settlement, StoreDecision } from '../limiter/limits.js';
 import type { Store } from '../limiter/store.js';
 
 /** What a gateway does when its store cannot decide (`STORE_FAILURE`). */
@@ -103,6 +107,8 @@ export interface GuardedStoreOptions {
   coolDownMs?: number;
   /** monotonic clock in ms (default `performance.now`); tests pass a fake one */
   now?: () => number;
+  /** how many gateways share the limits (at least 1; default 1): the local fallback holds 1/N of each */
+  gateways?: () => number;
 }
 
 export class GuardedStore {
@@ -113,6 +119,9 @@ export class GuardedStore {
   readonly #log: PolicyLogger;
   readonly #coolDownMs: number;
   readonly #now: () => number;
+  readonly #gateways: () => number;
+  /** each spec divided among N gateways, by spec object (a rule set's specs live as long as it) */
+  readonly #shares = new WeakMap<LimitSpec, { gateways: number; spec: LimitSpec }>();
 
   /** by failure domain ('' for a store of one domain) */
   readonly #breakers = new Map<string, Breaker>();
@@ -126,6 +135,7 @@ export class GuardedStore {
     this.#log = options.log;
     this.#coolDownMs = options.coolDownMs ?? DEFAULT_COOL_DOWN_MS;
     this.#now = options.now ?? (() => performance.now());
+    this.#gateways = options.gateways ?? (() => 1);
     if (this.#policy === 'local' && this.#local === undefined) {
       throw new Error('STORE_FAILURE=local needs an in-process store');
     }
@@ -177,7 +187,15 @@ export class GuardedStore {
    * the store is healthy.
    */
   settle(by: DecidedBy, settlements: readonly Settlement[]): Promise<SettledLimit[]> {
-    if (by === 'fallback') return this.#local!.settle(settlements);
+    if (by === 'fallback') {
+      // on the same share the admission was decided on (a refund must not fill a share to the whole)
+      const gateways = Math.max(1, Math.floor(this.#gateways()));
+      const shared =
+        gateways === 1 || this.#local === this.#primary
+          ? settlements
+          : settlements.map((s) => ({ ...s, spec: this.#shareSpec(s.spec, gateways) }));
+      return this.#local!.settle(shared);
+    }
     this.#metrics.storeCall('settle');
     return this.#primary.settle(settlements);
   }
@@ -211,11 +229,27 @@ export class GuardedStore {
     if (this.#policy === 'open') return Promise.resolve(OPEN);
     if (this.#policy === 'closed') return Promise.resolve(UNAVAILABLE);
     const startedAt = this.#now();
-    return this.#local!.acquire(checks).then((decision): PolicyAnswer => {
+    const shared = this.#local === this.#primary ? checks : this.#shareOf(checks);
+    return this.#local!.acquire(shared).then((decision): PolicyAnswer => {
       this.#metrics.decisionSeconds('local', (this.#now() - startedAt) / 1000);
       // an in-process primary is its own fallback: its decisions are the store's word
       return { kind: this.#local === this.#primary ? 'store' : 'fallback', decision };
     });
+  }
+
+  /** The checks with each limit's fair share of this gateway (N = the gateways sharing the limits). */
+  #shareOf(checks: readonly LimitCheck[]): readonly LimitCheck[] {
+    const gateways = Math.max(1, Math.floor(this.#gateways()));
+    if (gateways === 1) return checks;
+    return checks.map((check) => ({ ...check, spec: this.#shareSpec(check.spec, gateways) }));
+  }
+
+  #shareSpec(spec: LimitSpec, gateways: number): LimitSpec {
+    const known = this.#shares.get(spec);
+    if (known !== undefined && known.gateways === gateways) return known.spec;
+    const share = algorithmOf(spec).fairShare(spec, gateways);
+    this.#shares.set(spec, { gateways, spec: share });
+    return share;
   }
 
   #onSuccess(breaker: Breaker, domain: string): void {

@@ -191,6 +191,12 @@ export interface Algorithm<
    * granted with no further traffic (lease mode at its limit waits this long before asking again).
    */
   leaseWaitMs(spec: Spec, outcome: LimitOutcome, tokens: number): number;
+
+  /**
+   * Its numbers divided among `gateways` (STORE_FAILURE=local while Redis is away, SPEC §1): what one
+   * of that many gateways may admit on its own so that together they admit about the limit.
+   */
+  fairShare(spec: Spec, gateways: number): Spec;
   /** Most one request may cost when a rule charges at the response (0: it takes no cost). */
   chargeCeiling(spec: Spec): number;
 

@@ -44,6 +44,7 @@ const MEMBERS = {
   leaseRequests: 'function',
   leaseSpec: 'function',
   leaseWaitMs: 'function',
+  fairShare: 'function',
   chargeCeiling: 'function',
   rule: 'object',
 } as const;

@@ -60,6 +60,8 @@ export const concurrency: Algorithm<
   leaseSpec: (spec) => spec,
   // never leased (leaseRequests is 0)
   leaseWaitMs: () => Number.POSITIVE_INFINITY,
+  // slots are whole: each gateway keeps at least one, or a client could do nothing at all
+  fairShare: (spec, gateways) => ({ ...spec, max: Math.max(1, Math.floor(spec.max / gateways)) }),
   chargeCeiling: () => 0,
   slots: { withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }) },
 

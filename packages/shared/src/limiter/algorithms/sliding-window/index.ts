@@ -57,6 +57,8 @@ export const slidingWindow: Algorithm<
   leaseSpec: (spec) => spec,
   // never leased (leaseRequests is 0)
   leaseWaitMs: () => Number.POSITIVE_INFINITY,
+  // at least one whole unit: a share below it would never admit a request of cost 1
+  fairShare: (spec, gateways) => ({ ...spec, max: Math.max(spec.max / gateways, Math.min(spec.max, 1)) }),
   chargeCeiling: (spec) => spec.max,
 
   rule: slidingWindowFormat,

@@ -61,6 +61,13 @@ export const tokenBucket: Algorithm<
   leaseRequests: (spec, cost) => Math.floor(spec.capacity / 4 / cost),
   leaseSpec: (spec) => ({ ...spec, maxDebt: 0 }),
   // the model's own wait: the same search that decides, on the balance the denial saw
+  // at least one whole token: a share below it would never admit a request of cost 1
+  fairShare: (spec, gateways) => ({
+    ...spec,
+    capacity: Math.max(spec.capacity / gateways, Math.min(spec.capacity, 1)),
+    refill: spec.refill / gateways,
+    maxDebt: spec.maxDebt / gateways,
+  }),
   leaseWaitMs: (spec, outcome, tokens) =>
     tokenBucketModel
       .evaluate({ balance: outcome.level, updatedAtMs: 0 }, { ...spec, maxDebt: 0 }, tokens, 0)
