@@ -59,7 +59,7 @@ export class GatewayMetrics {
 
   readonly settlements = new Counter({
     name: 'sluice_settlements_total',
-    help: 'Ends of exchanges sent to the store, by kind (refund, charge, release: slots only) and result (ok, error)',
+    help: 'Settlements sent to the store, by kind (refund, charge, release: slots only, renew: the slots of a running exchange kept) and result (ok, error)',
     labelNames: ['kind', 'result'] as const,
     registers: [this.registry],
   });
