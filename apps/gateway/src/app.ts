@@ -12,6 +12,7 @@
  * → this file; a module imports only from its own layer or lower ones (layers.test.ts).
  */
 
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
@@ -26,12 +27,13 @@ import Fastify, {
 import { registerAdminRoutes } from './admin/admin-routes.js';
 import { OffenderFlusher } from './admin/offenders/flusher.js';
 import { OffenderLog } from './admin/offenders/offender-log.js';
-import { fastifyTrustProxy, type GatewayConfig } from './config/config.js';
+import { fastifyTrustProxy, type GatewayConfig, type TrustFunction } from './config/config.js';
 import { admitRequest } from './http/admission.js';
 import { bodyTooLargeMessage } from './http/answers.js';
 import { clientErrorResponse, errorBody } from './http/errors.js';
 import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
+import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
 import { rewriteTarget } from './http/target.js';
 import { registerUpstreams } from './http/upstreams.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
@@ -91,7 +93,8 @@ export interface Gateway {
 }
 
 export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
-  const proxy = createProxyListener(config, deps);
+  const trust = fastifyTrustProxy(config.trustProxy);
+  const proxy = createProxyListener(config, deps, trust);
   const log = proxy.log;
   const admin = Fastify({
     loggerInstance: log.child({ listener: 'admin' }),
@@ -107,6 +110,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     storeCoolDownMs: deps.storeCoolDownMs,
     now: deps.now,
   });
+  const forwarding = { mode: config.forwardedHeaders, trust };
   const offenders = trackOffenders(limiter, primary, config, deps, log);
   const rules = deps.rules ?? createRulesCache(config, metrics, log);
   let closing = false;
@@ -129,6 +133,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     upstreamTimeoutMs: config.upstreamTimeoutMs,
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
+    forwarding,
   });
   registerAdminRoutes(admin, {
     rules,
@@ -181,14 +186,22 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   };
 }
 
-/** The proxy listener: Node's limits and timeouts, the normalised target, every answer with a code. */
-function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyInstance {
+/**
+ * The proxy listener: Node's limits and timeouts, the normalised target, request ids, every answer
+ * with a code.
+ */
+function createProxyListener(
+  config: GatewayConfig,
+  deps: GatewayDeps,
+  trust: TrustFunction | false,
+): FastifyInstance {
   const proxy = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
     // one log line per request costs more than the rest of the gateway's work on it
     logController: new LogController({ disableRequestLogging: true }),
-    requestIdHeader: 'x-request-id',
-    trustProxy: fastifyTrustProxy(config.trustProxy),
+    // the id comes from a trusted proxy only (request-id.ts); Fastify binds it to the request's logger
+    genReqId: requestIdGenerator(trust),
+    trustProxy: trust,
     rewriteUrl: rewriteTarget,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
@@ -205,7 +218,7 @@ function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyI
     return503OnClosing: false,
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
-      if (socket.writable) socket.end(clientErrorResponse(error));
+      if (socket.writable) socket.end(clientErrorResponse(error, requestIdOn(socket)));
       socket.destroySoon();
     },
   });
@@ -220,16 +233,17 @@ function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyI
 function answerFastifyErrors(bodyLimitBytes: number) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
     const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
+    const details = { requestId: request.id };
     if (statusCode >= 500) {
       request.log.error({ err: error }, 'request failed');
-      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
+      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error', details));
       return;
     }
     if (statusCode === 413) {
-      reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes)));
+      reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes), details));
       return;
     }
-    reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message));
+    reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message, details));
   };
 }
 
@@ -283,6 +297,17 @@ async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyB
       `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
     );
   });
+}
+
+/**
+ * The id of the request whose response is pending on `socket`, when Node reports an error of that
+ * request's body (the admission hook set it on the raw response); undefined when no request was read.
+ */
+function requestIdOn(socket: Socket): string | undefined {
+  const id = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage?.getHeader(
+    REQUEST_ID_HEADER,
+  );
+  return typeof id === 'string' ? id : undefined;
 }
 
 function listeningUrl(app: FastifyInstance): string {

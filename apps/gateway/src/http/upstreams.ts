@@ -1,7 +1,8 @@
 /**
  * Forwarding (docs/gateway.md): one @fastify/http-proxy per UPSTREAMS entry, routed and forwarded on
- * the normalised path and host (target.ts), and what the exchange of an admitted request learns on
- * the way: the upstream's status, its charge header, the body's bytes, or the gateway's own 502/504.
+ * the normalised path and host (target.ts), with the forwarding headers and the request id
+ * (forwarding.ts, request-id.ts), and what the exchange of an admitted request learns on the way:
+ * the upstream's status, its charge header, the body's bytes, or the gateway's own 502/504.
  *
  * Prefixes match whole segments: the router gives `/orders` the routes `/orders`, `/orders/` and
  * `/orders/*`, never `/ordersx`; `/` takes the rest. The prefix is kept in the forwarded path. An
@@ -10,13 +11,15 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { UpstreamConfig } from '../config/config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { PROXY_METHODS, refuseUnrouted, upstreamName } from './admission.js';
 import { bodyTooLargeMessage, refuseBodyTooLarge } from './answers.js';
 import { errorBody, GatewayError } from './errors.js';
+import { type ForwardingOptions, setForwardingHeaders } from './forwarding.js';
 import { type ReplyHooks, stripRequestHeaders, stripResponseHeaders } from './header-hygiene.js';
+import { REQUEST_ID_HEADER } from './request-id.js';
 import { HOST_CONSTRAINT, hostConstraintStrategy } from './target.js';
 
 /** Error codes of a connection that never got a response: the upstream is unreachable (502). */
@@ -103,6 +106,8 @@ export interface ProxyOptions {
   upstreamTimeoutMs: number;
   bodyLimitBytes: number;
   metrics: GatewayMetrics;
+  /** which forwarding headers to write, and which hops to believe */
+  forwarding: ForwardingOptions;
 }
 
 /**
@@ -110,7 +115,7 @@ export interface ProxyOptions {
  * Call after the onRequest hooks are added, so every route inherits them.
  */
 export async function registerUpstreams(app: FastifyInstance, options: ProxyOptions): Promise<void> {
-  const { metrics, bodyLimitBytes, upstreamTimeoutMs } = options;
+  const { metrics, bodyLimitBytes, upstreamTimeoutMs, forwarding } = options;
 
   // Bodies are never parsed: they stream to the upstream as they arrive (and only once admitted).
   app.removeAllContentTypeParsers();
@@ -151,6 +156,7 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
             errorBody(
               'SLUICE_UPSTREAM_TIMEOUT',
               `upstream ${name} did not answer within ${upstreamTimeoutMs} ms`,
+              { requestId: reply.request.id },
             ),
           );
         return;
@@ -165,8 +171,19 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
           errorBody(
             'SLUICE_UPSTREAM_UNREACHABLE',
             unreachable ? `upstream ${name} is unreachable` : `upstream ${name} failed`,
+            { requestId: reply.request.id },
           ),
         );
+    };
+
+    const preserveHost = upstream.preserveHost === true;
+    const rewriteRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
+      stripRequestHeaders(request, headers);
+      // reply-from types its hooks for any server; the proxy listener is HTTP/1.1
+      const proxied = request as FastifyRequest;
+      setForwardingHeaders(proxied, headers, forwarding, preserveHost);
+      headers[REQUEST_ID_HEADER] = request.id;
+      return headers;
     };
 
     const proxyOptions: FastifyHttpProxyOptions = {
@@ -187,7 +204,7 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
         connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
       },
       replyOptions: {
-        rewriteRequestHeaders: stripRequestHeaders,
+        rewriteRequestHeaders,
         rewriteHeaders: stripResponseHeaders,
         onResponse: onUpstreamResponse,
         onError,
