@@ -35,7 +35,7 @@ import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
 import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
 import { rewriteTarget } from './http/target.js';
-import { registerUpstreams } from './http/upstreams.js';
+import { isUpstreamSilence, registerUpstreams } from './http/upstreams.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
 import { createPrimaryStore } from './limiter/primary-store.js';
 import { RulesCache } from './rules/rules-cache.js';
@@ -63,6 +63,11 @@ export interface GatewayDeps {
   now?: () => number;
   /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
   offendersFlushMs?: number;
+  /**
+   * how long a concurrency slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default
+   * SLOT_LEASE_MARGIN_MS, 5000); tests shorten it to watch renewals within seconds
+   */
+  slotLeaseMarginMs?: number;
 }
 
 /**
@@ -109,6 +114,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     log,
     storeCoolDownMs: deps.storeCoolDownMs,
     now: deps.now,
+    slotLeaseMarginMs: deps.slotLeaseMarginMs,
   });
   const forwarding = { mode: config.forwardedHeaders, trust };
   const offenders = trackOffenders(limiter, primary, config, deps, log);
@@ -127,7 +133,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     }),
   );
   proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
-  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
+  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes, config.upstreamTimeoutMs));
   const upstreamsRegistered = registerUpstreams(proxy, {
     upstreams: config.upstreams,
     upstreamTimeoutMs: config.upstreamTimeoutMs,
@@ -229,11 +235,30 @@ function createProxyListener(
   return proxy;
 }
 
-/** Fastify's own errors (a Content-Length it cannot read, a body over the limit) as answers with our codes. */
-function answerFastifyErrors(bodyLimitBytes: number) {
+/**
+ * Fastify's own errors (a Content-Length it cannot read, a body over the limit), and an upstream body
+ * that failed before the response started, as answers with our codes.
+ */
+function answerFastifyErrors(bodyLimitBytes: number, upstreamTimeoutMs: number) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
     const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
     const details = { requestId: request.id };
+    // the upstream's response headers may be on the reply already: the answer is the gateway's JSON
+    reply.removeHeader('content-length');
+    reply.type('application/json; charset=utf-8');
+    if (isUpstreamSilence(error)) {
+      request.sluice?.exchange?.failed(504);
+      reply
+        .code(504)
+        .send(
+          errorBody(
+            'SLUICE_UPSTREAM_TIMEOUT',
+            `the upstream sent nothing within ${upstreamTimeoutMs} ms`,
+            details,
+          ),
+        );
+      return;
+    }
     if (statusCode >= 500) {
       request.log.error({ err: error }, 'request failed');
       reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error', details));

@@ -105,13 +105,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
     if (!decision.refused) {
       const exchange = decision.exchange;
-      if (exchange !== undefined) {
-        context.exchange = exchange;
-        const response = reply.raw;
-        // the client may have gone while the store decided: 'close' has been emitted already
-        if (response.closed) exchange.end();
-        else response.once('close', () => exchange.end());
-      }
+      if (exchange !== undefined) context.hold(exchange, reply.raw);
       proceed(raw, reply, done);
       return;
     }

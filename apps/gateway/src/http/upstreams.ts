@@ -1,8 +1,9 @@
 /**
  * Forwarding (docs/gateway.md): one @fastify/http-proxy per UPSTREAMS entry, routed and forwarded on
  * the normalised path and host (target.ts), with the forwarding headers and the request id
- * (forwarding.ts, request-id.ts), and what the exchange of an admitted request learns on the way:
- * the upstream's status, its charge header, the body's bytes, or the gateway's own 502/504.
+ * (forwarding.ts, request-id.ts), and what the exchange of an admitted request learns on the way: the upstream's status, its charge header, the body's
+ * bytes, or the gateway's own 502/504. Each entry has its own undici agent (upstream-dispatcher.ts),
+ * which ties an upstream request to its exchange.
  *
  * Prefixes match whole segments: the router gives `/orders` the routes `/orders`, `/orders/` and
  * `/orders/*`, never `/ordersx`; `/` takes the rest. The prefix is kept in the forwarded path. An
@@ -12,6 +13,7 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { PROXY_METHODS, refuseUnrouted, upstreamName } from './admission.js';
@@ -21,6 +23,7 @@ import { type ForwardingOptions, setForwardingHeaders } from './forwarding.js';
 import { type ReplyHooks, stripRequestHeaders, stripResponseHeaders } from './header-hygiene.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
 import { HOST_CONSTRAINT, hostConstraintStrategy } from './target.js';
+import { UpstreamDispatcher } from './upstream-dispatcher.js';
 
 /** Error codes of a connection that never got a response: the upstream is unreachable (502). */
 const UNREACHABLE_CODES = new Set([
@@ -56,6 +59,15 @@ function errorCodes(error: unknown): string[] {
     current = (current as { cause?: unknown }).cause;
   }
   return codes;
+}
+
+/**
+ * An upstream body that went silent for UPSTREAM_TIMEOUT_MS before its first chunk reached the
+ * client: the response has not started, so the client can still get a 504 (Fastify's error handler
+ * asks, app.ts). Once it has started, the connection is cut instead.
+ */
+export function isUpstreamSilence(error: unknown): boolean {
+  return errorCodes(error).includes('UND_ERR_BODY_TIMEOUT');
 }
 
 function findStatus(error: unknown): number | undefined {
@@ -116,6 +128,10 @@ export interface ProxyOptions {
  */
 export async function registerUpstreams(app: FastifyInstance, options: ProxyOptions): Promise<void> {
   const { metrics, bodyLimitBytes, upstreamTimeoutMs, forwarding } = options;
+  const dispatchers: UpstreamDispatcher[] = [];
+  app.addHook('onClose', async () => {
+    await Promise.all(dispatchers.map((dispatcher) => dispatcher.destroy()));
+  });
 
   // Bodies are never parsed: they stream to the upstream as they arrive (and only once admitted).
   app.removeAllContentTypeParsers();
@@ -145,7 +161,10 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
         refuseBodyTooLarge(reply, bodyLimitBytes);
         return;
       }
-      const exchange = reply.request.sluice?.exchange;
+      const context = reply.request.sluice;
+      // the client went away and the gateway aborted the upstream request: nobody to answer, nothing failed
+      if (context?.clientDone) return;
+      const exchange = context?.exchange;
       const codes = errorCodes(error);
       if (codes.some((c) => TIMEOUT_CODES.has(c))) {
         upstreamErrors.timeout.inc();
@@ -176,6 +195,14 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
         );
     };
 
+    const dispatcher = new UpstreamDispatcher({
+      connections: 128,
+      pipelining: 1,
+      headersTimeout: upstreamTimeoutMs,
+      bodyTimeout: upstreamTimeoutMs,
+      connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+    });
+    dispatchers.push(dispatcher);
     const preserveHost = upstream.preserveHost === true;
     const rewriteRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
       stripRequestHeaders(request, headers);
@@ -183,6 +210,8 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
       const proxied = request as FastifyRequest;
       setForwardingHeaders(proxied, headers, forwarding, preserveHost);
       headers[REQUEST_ID_HEADER] = request.id;
+      // reply-from sends the request right after this hook returns
+      dispatcher.bind(proxied);
       return headers;
     };
 
@@ -196,13 +225,8 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
       // our content-type parser above streams every body
       proxyPayloads: false,
       disableRequestLogging: true,
-      undici: {
-        connections: 128,
-        pipelining: 1,
-        headersTimeout: upstreamTimeoutMs,
-        bodyTimeout: upstreamTimeoutMs,
-        connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
-      },
+      // reply-from takes any object with a `request` method as its undici dispatcher
+      undici: dispatcher as unknown as { request: Dispatcher['request'] },
       replyOptions: {
         rewriteRequestHeaders,
         rewriteHeaders: stripResponseHeaders,

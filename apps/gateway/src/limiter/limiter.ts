@@ -39,6 +39,8 @@ export interface LimiterOptions {
   storeCoolDownMs?: number;
   /** monotonic clock in ms (default `performance.now`) */
   now?: () => number;
+  /** how long a slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default SLOT_LEASE_MARGIN_MS) */
+  slotLeaseMarginMs?: number;
 }
 
 export function createLimiter({
@@ -48,6 +50,7 @@ export function createLimiter({
   log,
   storeCoolDownMs,
   now,
+  slotLeaseMarginMs = SLOT_LEASE_MARGIN_MS,
 }: LimiterOptions): Limiter {
   const store = new GuardedStore({
     primary,
@@ -77,7 +80,7 @@ export function createLimiter({
     events,
     meter: metrics.decisionMeter(),
     now,
-    slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
+    slotLeaseMs: config.upstreamTimeoutMs + slotLeaseMarginMs,
     // slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request
     slotIdPrefix: `${randomUUID()}:`,
   });
