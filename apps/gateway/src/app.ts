@@ -14,6 +14,7 @@
 
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
@@ -36,6 +37,7 @@ import { registerRequestContext } from './http/request-context.js';
 import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
 import { rewriteTarget } from './http/target.js';
 import { isUpstreamSilence, registerUpstreams } from './http/upstreams.js';
+import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
 import { createPrimaryStore } from './limiter/primary-store.js';
 import { RulesCache } from './rules/rules-cache.js';
@@ -46,6 +48,12 @@ export { SLOT_LEASE_MARGIN_MS } from './limiter/limiter.js';
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */
 const REDIS_CONNECT_WAIT_MS = 2_000;
+
+/**
+ * What closing takes after SHUTDOWN_TIMEOUT_MS at most: WebSocket close handshakes (1 s), then the
+ * slots of what was cut given back, ms. server.ts gives `close()` this much more before it exits anyway.
+ */
+export const SHUTDOWN_CLOSE_MS = 2_000;
 
 /** What a gateway can be given instead of what its configuration names (tests, embedders). */
 export interface GatewayDeps {
@@ -93,7 +101,11 @@ export interface Gateway {
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
   ready(): Promise<void>;
-  /** Stops taking requests, lets in-flight ones finish, then releases everything. Idempotent. */
+  /**
+   * Stops taking requests and lets in-flight exchanges finish for SHUTDOWN_TIMEOUT_MS; then closes
+   * the WebSockets still open (1001), cuts the requests still running, gives every slot back and
+   * releases everything. Idempotent.
+   */
   close(): Promise<void>;
 }
 
@@ -117,6 +129,13 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     slotLeaseMarginMs: deps.slotLeaseMarginMs,
   });
   const forwarding = { mode: config.forwardedHeaders, trust };
+  const webSockets = new WebSocketRelays({
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    maxMessageBytes: config.bodyLimitBytes,
+    forwarding,
+  });
+  metrics.webSocketsOpen = () => webSockets.size;
+  routeUpgrades(proxy);
   const offenders = trackOffenders(limiter, primary, config, deps, log);
   const rules = deps.rules ?? createRulesCache(config, metrics, log);
   let closing = false;
@@ -140,6 +159,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
     forwarding,
+    webSockets,
   });
   registerAdminRoutes(admin, {
     rules,
@@ -180,7 +200,18 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       closed ??= (async () => {
         closing = true;
         await upstreamsRegistered.catch(() => {});
-        await proxy.close();
+        const proxyClosed = proxy.close();
+        const graceOver = await Promise.race([
+          proxyClosed.then(() => false),
+          sleep(config.shutdownTimeoutMs, true, { ref: false }),
+        ]);
+        if (graceOver) {
+          // what is still open now is cut: its slots come back as each exchange ends
+          await webSockets.closeAll(1001);
+          proxy.server.closeAllConnections();
+        }
+        await proxyClosed;
+        await slotsGivenBack(limiter, SHUTDOWN_CLOSE_MS / 2);
         await rules.stop();
         await limiter.core.close(); // unused lease tokens back to the store while it is still open
         await offenders.flusher?.stop();
@@ -333,6 +364,13 @@ function requestIdOn(socket: Socket): string | undefined {
     REQUEST_ID_HEADER,
   );
   return typeof id === 'string' ? id : undefined;
+}
+
+/** Waits (at most `waitMs`) until every exchange holding slots has ended and sent its slots back. */
+async function slotsGivenBack(limiter: Limiter, waitMs: number): Promise<void> {
+  for (let waited = 0; limiter.core.runningSlotExchanges > 0 && waited < waitMs; waited += 10) {
+    await sleep(10);
+  }
 }
 
 function listeningUrl(app: FastifyInstance): string {

@@ -93,7 +93,7 @@ export interface GatewayConfig {
   headersTimeoutMs: number;
   /** how long an idle keep-alive connection stays open between requests */
   keepAliveTimeoutMs: number;
-  /** longest time in-flight requests get to finish on SIGTERM before the process exits anyway */
+  /** longest time in-flight exchanges get to finish on SIGTERM before what is left is closed (WebSockets: 1001) */
   shutdownTimeoutMs: number;
   /** most (rule, client) denials remembered locally */
   denialCacheSize: number;
@@ -266,7 +266,8 @@ export const GATEWAY_ENV = {
     max: 600_000,
   }),
   SHUTDOWN_TIMEOUT_MS: envInteger({
-    description: 'on SIGTERM, how long in-flight requests get before the process exits anyway',
+    description:
+      'on SIGTERM, how long in-flight requests and WebSockets get to finish; then WebSockets are closed (1001) and what still runs is cut',
     default: 10_000,
     min: 0,
     max: 3_600_000,

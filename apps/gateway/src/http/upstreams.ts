@@ -1,7 +1,8 @@
 /**
  * Forwarding (docs/gateway.md): one @fastify/http-proxy per UPSTREAMS entry, routed and forwarded on
  * the normalised path and host (target.ts), with the forwarding headers and the request id
- * (forwarding.ts, request-id.ts), and what the exchange of an admitted request learns on the way: the upstream's status, its charge header, the body's
+ * (forwarding.ts, request-id.ts), WebSocket handshakes relayed (websocket.ts), and what the exchange
+ * of an admitted request learns on the way: the upstream's status, its charge header, the body's
  * bytes, or the gateway's own 502/504. Each entry has its own undici agent (upstream-dispatcher.ts),
  * which ties an upstream request to its exchange.
  *
@@ -24,6 +25,7 @@ import { type ReplyHooks, stripRequestHeaders, stripResponseHeaders } from './he
 import { REQUEST_ID_HEADER } from './request-id.js';
 import { HOST_CONSTRAINT, hostConstraintStrategy } from './target.js';
 import { UpstreamDispatcher } from './upstream-dispatcher.js';
+import { isWebSocketHandshake, type WebSocketRelays } from './websocket.js';
 
 /** Error codes of a connection that never got a response: the upstream is unreachable (502). */
 const UNREACHABLE_CODES = new Set([
@@ -120,6 +122,8 @@ export interface ProxyOptions {
   metrics: GatewayMetrics;
   /** which forwarding headers to write, and which hops to believe */
   forwarding: ForwardingOptions;
+  /** where admitted WebSocket handshakes go */
+  webSockets: WebSocketRelays;
 }
 
 /**
@@ -127,7 +131,7 @@ export interface ProxyOptions {
  * Call after the onRequest hooks are added, so every route inherits them.
  */
 export async function registerUpstreams(app: FastifyInstance, options: ProxyOptions): Promise<void> {
-  const { metrics, bodyLimitBytes, upstreamTimeoutMs, forwarding } = options;
+  const { metrics, bodyLimitBytes, upstreamTimeoutMs, forwarding, webSockets } = options;
   const dispatchers: UpstreamDispatcher[] = [];
   app.addHook('onClose', async () => {
     await Promise.all(dispatchers.map((dispatcher) => dispatcher.destroy()));
@@ -227,6 +231,10 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
       disableRequestLogging: true,
       // reply-from takes any object with a `request` method as its undici dispatcher
       undici: dispatcher as unknown as { request: Dispatcher['request'] },
+      handler: (request, reply, dest, replyOptions) =>
+        isWebSocketHandshake(request.raw)
+          ? webSockets.relay(request, reply, { origin: upstream.origin, path: dest, preserveHost })
+          : reply.from(dest, replyOptions),
       replyOptions: {
         rewriteRequestHeaders,
         rewriteHeaders: stripResponseHeaders,

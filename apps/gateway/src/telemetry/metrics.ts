@@ -40,6 +40,8 @@ export class GatewayMetrics {
   denialCacheSize: () => number = () => 0;
   /** tokens this gateway holds in leases (lease mode); set by the gateway */
   leaseTokensOutstanding: () => number = () => 0;
+  /** WebSocket connections this gateway relays now; set by the gateway */
+  webSocketsOpen: () => number = () => 0;
 
   readonly #requestCells = new Map<string, RequestCounterCell>();
 
@@ -124,6 +126,15 @@ export class GatewayMetrics {
     registers: [this.registry],
     collect: () => {
       this.leaseTokens.set(this.leaseTokensOutstanding());
+    },
+  });
+
+  readonly webSockets = new Gauge({
+    name: 'sluice_websockets_open',
+    help: 'WebSocket connections this gateway relays now (each holds its concurrency slots while open)',
+    registers: [this.registry],
+    collect: () => {
+      this.webSockets.set(this.webSocketsOpen());
     },
   });
 
