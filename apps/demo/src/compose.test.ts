@@ -49,7 +49,7 @@ const stages = dockerStages();
 
 /** Whether a process reads a variable: its config module declares it (`NAME: env…(` in its table). */
 function variablesRead(app: 'rules-api' | 'gateway'): (name: string) => boolean {
-  const source = read(`apps/${app}/src/config.ts`);
+  const source = read(app === 'gateway' ? 'apps/gateway/src/config/config.ts' : `apps/${app}/src/config.ts`);
   return (name) => new RegExp(`^\\s+${name}: (env[A-Z]\\w*\\(|LOG_LEVEL_VAR,)`, 'm').test(source);
 }
 
