@@ -111,6 +111,8 @@ beforeAll(async () => {
       REDIS_URL: 'redis://127.0.0.1:6379',
       REDIS_KEY_PREFIX: uniqueKeyPrefix('streams'),
       UPSTREAM_TIMEOUT_MS: '400',
+      // a slow Redis on a busy machine must not hand decisions to the local fallback (it knows no slots)
+      STORE_TIMEOUT_MS: '2000',
       SHUTDOWN_TIMEOUT_MS: '500',
     },
     { slotLeaseMarginMs: 200 },

@@ -206,7 +206,8 @@ export class WebSocketRelays {
         }
         return;
       }
-      context?.exchange?.responded(101);
+      // no `responded(101)`: a charge from the response (its bytes, its time) means nothing for a
+      // connection, so a WebSocket costs what it was admitted on
       reply.hijack();
       if (!this.#acceptClient(request, reply, upstream, upstreamHeaders)) {
         // ws refused the client's handshake itself (and answered it): the upstream has nobody to talk to
