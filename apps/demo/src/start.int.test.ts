@@ -1,7 +1,7 @@
 /**
  * Runs the demo the way `pnpm start` does (`node apps/demo/dist/start.js` after `pnpm build`) on free
- * ports and a temporary DATA_DIR: a 200 then a 429 through the gateway, the stacked rule's headers and
- * 429 and the exemption, a clean stop on SIGTERM, and a restart that finds its rules, token and edits again without duplicating anything.
+ * ports and a temporary DATA_DIR: a 200 then a 429 through the gateway (and what the upstream was
+ * told), a stream and a WebSocket, the stacked rule's headers and 429 and the exemption, a clean stop on SIGTERM, and a restart that finds its rules, token and edits again without duplicating anything.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -10,8 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Rule } from '@sluice/shared';
 import { chromium } from 'playwright-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
 import { repositoryRoot } from './services.js';
+import type { UpstreamReply } from './upstream-server.js';
 
 const ROOT = repositoryRoot();
 const READY_LINE = 'Ready. Ctrl-C stops everything.';
@@ -110,7 +112,27 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
   const ok = await fetch(`${gateway}/api/hello`);
   expect(ok.status).toBe(200);
   expect(ok.headers.get('ratelimit-policy')).toBe('"demo-per-ip";q=5;w=60');
-  expect(await ok.json()).toMatchObject({ upstream: 'demo-upstream', method: 'GET', path: '/api/hello' });
+  const hello = (await ok.json()) as UpstreamReply;
+  expect(hello).toMatchObject({ upstream: 'demo-upstream', method: 'GET', path: '/api/hello' });
+  // what the upstream was told: who the client is, and the id the client got back
+  expect(hello.requestId).toBe(ok.headers.get('x-request-id'));
+  expect(hello.forwarded).toMatchObject({ for: '127.0.0.1', proto: 'http' });
+
+  // a stream and a WebSocket through the gateway, as the README shows them
+  const events = await (await fetch(`${gateway}/events?n=2&everyMs=50`)).text();
+  expect(events.match(/^data: /gm)).toHaveLength(2);
+  const ws = new WebSocket(`${gateway.replace(/^http/, 'ws')}/ws`);
+  const received: string[] = [];
+  ws.on('message', (data) => received.push(data.toString()));
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  ws.send('hi');
+  await vi.waitFor(() => expect(received).toHaveLength(2));
+  expect(JSON.parse(received[0]!)).toMatchObject({
+    upstream: 'demo-upstream',
+    forwarded: { for: '127.0.0.1' },
+  });
+  expect(received[1]).toBe('hi');
+  ws.close();
 
   let denied: Response | undefined;
   for (let i = 0; i < 10 && !denied; i++) {

@@ -12,7 +12,9 @@
  * → this file; a module imports only from its own layer or lower ones (layers.test.ts).
  */
 
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
@@ -26,14 +28,16 @@ import Fastify, {
 import { registerAdminRoutes } from './admin/admin-routes.js';
 import { OffenderFlusher } from './admin/offenders/flusher.js';
 import { OffenderLog } from './admin/offenders/offender-log.js';
-import { fastifyTrustProxy, type GatewayConfig } from './config/config.js';
+import { fastifyTrustProxy, type GatewayConfig, type TrustFunction } from './config/config.js';
 import { admitRequest } from './http/admission.js';
 import { bodyTooLargeMessage } from './http/answers.js';
 import { clientErrorResponse, errorBody } from './http/errors.js';
 import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
+import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
 import { rewriteTarget } from './http/target.js';
-import { registerUpstreams } from './http/upstreams.js';
+import { isUpstreamSilence, registerUpstreams } from './http/upstreams.js';
+import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
 import { GatewayHeartbeat } from './limiter/heartbeat.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
 import { createPrimaryStore } from './limiter/primary-store.js';
@@ -45,6 +49,12 @@ export { SLOT_LEASE_MARGIN_MS } from './limiter/limiter.js';
 
 /** How long `start()` waits for a first Redis connection before listening anyway, ms. */
 const REDIS_CONNECT_WAIT_MS = 2_000;
+
+/**
+ * What closing takes after SHUTDOWN_TIMEOUT_MS at most: WebSocket close handshakes (1 s), then the
+ * slots of what was cut given back, ms. server.ts gives `close()` this much more before it exits anyway.
+ */
+export const SHUTDOWN_CLOSE_MS = 2_000;
 
 /** What a gateway can be given instead of what its configuration names (tests, embedders). */
 export interface GatewayDeps {
@@ -62,6 +72,11 @@ export interface GatewayDeps {
   now?: () => number;
   /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
   offendersFlushMs?: number;
+  /**
+   * how long a concurrency slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default
+   * SLOT_LEASE_MARGIN_MS, 5000); tests shorten it to watch renewals within seconds
+   */
+  slotLeaseMarginMs?: number;
 }
 
 /**
@@ -87,12 +102,17 @@ export interface Gateway {
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
   ready(): Promise<void>;
-  /** Stops taking requests, lets in-flight ones finish, then releases everything. Idempotent. */
+  /**
+   * Stops taking requests and lets in-flight exchanges finish for SHUTDOWN_TIMEOUT_MS; then closes
+   * the WebSockets still open (1001), cuts the requests still running, gives every slot back and
+   * releases everything. Idempotent.
+   */
   close(): Promise<void>;
 }
 
 export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
-  const proxy = createProxyListener(config, deps);
+  const trust = fastifyTrustProxy(config.trustProxy);
+  const proxy = createProxyListener(config, deps, trust);
   const log = proxy.log;
   const admin = Fastify({
     loggerInstance: log.child({ listener: 'admin' }),
@@ -109,7 +129,16 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     storeCoolDownMs: deps.storeCoolDownMs,
     now: deps.now,
     gateways: () => heartbeat?.gateways ?? 1,
+    slotLeaseMarginMs: deps.slotLeaseMarginMs,
   });
+  const forwarding = { mode: config.forwardedHeaders, trust };
+  const webSockets = new WebSocketRelays({
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    maxMessageBytes: config.bodyLimitBytes,
+    forwarding,
+  });
+  metrics.webSocketsOpen = () => webSockets.size;
+  routeUpgrades(proxy);
   const offenders = trackOffenders(limiter, primary, config, deps, log);
   const rules = deps.rules ?? createRulesCache(config, metrics, log);
   let closing = false;
@@ -126,12 +155,14 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     }),
   );
   proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
-  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
+  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes, config.upstreamTimeoutMs));
   const upstreamsRegistered = registerUpstreams(proxy, {
     upstreams: config.upstreams,
     upstreamTimeoutMs: config.upstreamTimeoutMs,
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
+    forwarding,
+    webSockets,
   });
   registerAdminRoutes(admin, {
     rules,
@@ -173,7 +204,18 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       closed ??= (async () => {
         closing = true;
         await upstreamsRegistered.catch(() => {});
-        await proxy.close();
+        const proxyClosed = proxy.close();
+        const graceOver = await Promise.race([
+          proxyClosed.then(() => false),
+          sleep(config.shutdownTimeoutMs, true, { ref: false }),
+        ]);
+        if (graceOver) {
+          // what is still open now is cut: its slots come back as each exchange ends
+          await webSockets.closeAll(1001);
+          proxy.server.closeAllConnections();
+        }
+        await proxyClosed;
+        await slotsGivenBack(limiter, SHUTDOWN_CLOSE_MS / 2);
         await rules.stop();
         await limiter.core.close(); // unused lease tokens back to the store while it is still open
         await offenders.flusher?.stop();
@@ -186,14 +228,22 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   };
 }
 
-/** The proxy listener: Node's limits and timeouts, the normalised target, every answer with a code. */
-function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyInstance {
+/**
+ * The proxy listener: Node's limits and timeouts, the normalised target, request ids, every answer
+ * with a code.
+ */
+function createProxyListener(
+  config: GatewayConfig,
+  deps: GatewayDeps,
+  trust: TrustFunction | false,
+): FastifyInstance {
   const proxy = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
     // one log line per request costs more than the rest of the gateway's work on it
     logController: new LogController({ disableRequestLogging: true }),
-    requestIdHeader: 'x-request-id',
-    trustProxy: fastifyTrustProxy(config.trustProxy),
+    // the id comes from a trusted proxy only (request-id.ts); Fastify binds it to the request's logger
+    genReqId: requestIdGenerator(trust),
+    trustProxy: trust,
     rewriteUrl: rewriteTarget,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
@@ -210,7 +260,7 @@ function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyI
     return503OnClosing: false,
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
-      if (socket.writable) socket.end(clientErrorResponse(error));
+      if (socket.writable) socket.end(clientErrorResponse(error, requestIdOn(socket)));
       socket.destroySoon();
     },
   });
@@ -221,20 +271,40 @@ function createProxyListener(config: GatewayConfig, deps: GatewayDeps): FastifyI
   return proxy;
 }
 
-/** Fastify's own errors (a Content-Length it cannot read, a body over the limit) as answers with our codes. */
-function answerFastifyErrors(bodyLimitBytes: number) {
+/**
+ * Fastify's own errors (a Content-Length it cannot read, a body over the limit), and an upstream body
+ * that failed before the response started, as answers with our codes.
+ */
+function answerFastifyErrors(bodyLimitBytes: number, upstreamTimeoutMs: number) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
     const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
+    const details = { requestId: request.id };
+    // the upstream's response headers may be on the reply already: the answer is the gateway's JSON
+    reply.removeHeader('content-length');
+    reply.type('application/json; charset=utf-8');
+    if (isUpstreamSilence(error)) {
+      request.sluice?.exchange?.failed(504);
+      reply
+        .code(504)
+        .send(
+          errorBody(
+            'SLUICE_UPSTREAM_TIMEOUT',
+            `the upstream sent nothing within ${upstreamTimeoutMs} ms`,
+            details,
+          ),
+        );
+      return;
+    }
     if (statusCode >= 500) {
       request.log.error({ err: error }, 'request failed');
-      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error'));
+      reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error', details));
       return;
     }
     if (statusCode === 413) {
-      reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes)));
+      reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes), details));
       return;
     }
-    reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message));
+    reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message, details));
   };
 }
 
@@ -307,6 +377,24 @@ async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyB
       `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
     );
   });
+}
+
+/**
+ * The id of the request whose response is pending on `socket`, when Node reports an error of that
+ * request's body (the admission hook set it on the raw response); undefined when no request was read.
+ */
+function requestIdOn(socket: Socket): string | undefined {
+  const id = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage?.getHeader(
+    REQUEST_ID_HEADER,
+  );
+  return typeof id === 'string' ? id : undefined;
+}
+
+/** Waits (at most `waitMs`) until every exchange holding slots has ended and sent its slots back. */
+async function slotsGivenBack(limiter: Limiter, waitMs: number): Promise<void> {
+  for (let waited = 0; limiter.core.runningSlotExchanges > 0 && waited < waitMs; waited += 10) {
+    await sleep(10);
+  }
 }
 
 function listeningUrl(app: FastifyInstance): string {

@@ -1,9 +1,10 @@
 /**
  * Boot only: environment → config (one line per bad variable, exit 1), build, listen, and on
- * SIGTERM/SIGINT stop taking requests and let in-flight ones finish (up to SHUTDOWN_TIMEOUT_MS).
+ * SIGTERM/SIGINT stop taking requests and let in-flight ones finish (up to SHUTDOWN_TIMEOUT_MS; then
+ * the gateway closes what is left, WebSockets with 1001, and gives its slots back).
  */
 import closeWithGrace from 'close-with-grace';
-import { buildGateway } from './app.js';
+import { buildGateway, SHUTDOWN_CLOSE_MS } from './app.js';
 import { ConfigError, type GatewayConfig, loadConfig } from './config/config.js';
 
 let config: GatewayConfig;
@@ -21,7 +22,7 @@ try {
 const gateway = buildGateway(config);
 const log = gateway.proxy.log;
 
-closeWithGrace({ delay: config.shutdownTimeoutMs }, async ({ signal, err }) => {
+closeWithGrace({ delay: config.shutdownTimeoutMs + SHUTDOWN_CLOSE_MS }, async ({ signal, err }) => {
   if (err) log.error({ err }, 'stopping after an unexpected error');
   else log.info({ signal }, 'stopping: finishing in-flight requests');
   await gateway.close();

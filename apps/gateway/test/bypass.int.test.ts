@@ -1,7 +1,8 @@
 /**
  * Path-bypass corpus: after the one token of `/admin/**` is spent, every spelling of an /admin path
  * must be denied (429: it was counted against the rule) or refused (400: it cannot be normalised
- * safely). None may reach the upstream. Targets go over a raw socket, exactly as written.
+ * safely). None may reach the upstream, as a request or as a WebSocket handshake. Targets go over a
+ * raw socket, exactly as written.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -119,6 +120,25 @@ describe('path-bypass corpus', () => {
     expect(wrong).toEqual([]);
     // zero bypasses: nothing after the first request reached the upstream
     expect(upstream.hits()).toBe(hitsAfterFirst);
+  });
+
+  it('denies or refuses the same spellings as WebSocket handshakes (Upgrade: websocket), none reaching the upstream', async () => {
+    const hits = upstream.hits();
+    const wrong: string[] = [];
+    for (const [target, expected] of CORPUS) {
+      const answer = await rawHttp(
+        gw.port,
+        Buffer.from(
+          `GET ${target} HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+            'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          'latin1',
+        ),
+      );
+      if (answer.status !== expected)
+        wrong.push(`${JSON.stringify(target)}: ${answer.status}, expected ${expected}`);
+    }
+    expect(wrong).toEqual([]);
+    expect(upstream.hits()).toBe(hits);
   });
 
   it('still proxies paths that only look alike', async () => {

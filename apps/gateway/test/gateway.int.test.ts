@@ -119,6 +119,7 @@ describe('token bucket through the gateway', () => {
       message: expect.any(String),
       rule: 'burst',
       retryAfter: 1,
+      requestId: denied.headers['x-request-id'],
     });
     expect(upstream.hits('/burst')).toBe(hitsBefore + 3);
   });

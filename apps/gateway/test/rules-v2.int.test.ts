@@ -239,6 +239,7 @@ describe('a stacked rule (burst and daily per key, one global)', () => {
       rule: 'stacked',
       limit: 'burst',
       retryAfter: 1,
+      requestId: denied.headers['x-request-id'],
     });
     // the denial's own headers: every limit as it stands, uncharged
     expect(remaining(denied.headers.ratelimit, 'stacked.burst')).toBe(0);
@@ -477,6 +478,7 @@ describe('a v1 rule', () => {
       message: 'rate limit of rule "classic" exceeded',
       rule: 'classic',
       retryAfter: 3600,
+      requestId: answers[2]!.headers['x-request-id'],
     });
   });
 });

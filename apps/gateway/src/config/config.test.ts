@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       rulesRefresh: '*/5 * * * * *',
       redisUrl: undefined,
       trustProxy: false,
+      forwardedHeaders: 'x-forwarded',
       storeFailure: 'local',
       storeTimeoutMs: 50,
     });
@@ -182,8 +183,16 @@ describe('TRUST_PROXY', () => {
   it('a hop count trusts exactly that many proxies (Fastify alone would trust none)', () => {
     const fn = fastifyTrustProxy(2) as (address: string, hop: number) => boolean;
     expect([0, 1, 2, 3].map((hop) => fn('10.0.0.1', hop))).toEqual([true, true, false, false]);
-    expect(fastifyTrustProxy(['10.0.0.0/8', 'loopback'])).toBe('10.0.0.0/8,loopback');
+    const list = fastifyTrustProxy(['10.0.0.0/8', 'loopback']) as (address: string, hop: number) => boolean;
+    expect(['10.1.2.3', '127.0.0.1', '::1', '8.8.8.8', 'junk'].map((a) => list(a, 0))).toEqual([
+      true,
+      true,
+      true,
+      false,
+      false,
+    ]);
     expect(fastifyTrustProxy(false)).toBe(false);
+    expect((fastifyTrustProxy(true) as (address: string, hop: number) => boolean)('8.8.8.8', 7)).toBe(true);
   });
 });
 
@@ -350,6 +359,45 @@ describe('UPSTREAMS entries naming a host', () => {
     expect(parseUpstreams('orders_v2/x=http://a:1')).toEqual([
       { host: 'orders_v2', prefix: '/x', origin: 'http://a:1' },
     ]);
+  });
+});
+
+describe('FORWARDED_HEADERS', () => {
+  it.each(['x-forwarded', 'forwarded', 'both', 'none'])('takes %s', (mode) => {
+    expect(loadConfig({ ...REQUIRED, FORWARDED_HEADERS: mode }).forwardedHeaders).toBe(mode);
+  });
+
+  it.each(['X-Forwarded', 'rfc7239', 'x-forwarded,forwarded'])('refuses %j in one line', (mode) => {
+    expect(problemsOf({ ...REQUIRED, FORWARDED_HEADERS: mode })).toEqual([
+      `FORWARDED_HEADERS: must be one of x-forwarded, forwarded, both, none (got ${JSON.stringify(mode)})`,
+    ]);
+  });
+});
+
+describe('UPSTREAMS entries with ;preserveHost', () => {
+  it('keep the client Host for that entry only', () => {
+    expect(
+      parseUpstreams(
+        'api.example.com/=http://api:3000;preserveHost, /=http://web:3000 ; preserveHost ,/x=http://x:1',
+      ),
+    ).toEqual([
+      { host: 'api.example.com', prefix: '/', origin: 'http://api:3000', preserveHost: true },
+      { prefix: '/x', origin: 'http://x:1' },
+      { prefix: '/', origin: 'http://web:3000', preserveHost: true },
+    ]);
+  });
+
+  it.each([
+    [
+      '/=http://web:3000;preservehost',
+      'unknown option "preservehost" after the origin (an option is one of ;preserveHost)',
+    ],
+    ['/=http://web:3000;', 'unknown option "" after the origin'],
+    ['/=http://web:3000/base;preserveHost', 'upstream must be an origin like http://orders:3000'],
+  ])('%s is refused in one line naming the entry', (raw, problem) => {
+    const problems = problemsOf({ ...REQUIRED, UPSTREAMS: raw });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(`UPSTREAMS: entry ${JSON.stringify(raw)}: ${problem}`);
   });
 });
 

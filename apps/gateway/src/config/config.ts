@@ -4,6 +4,7 @@
  * problem, one line per bad variable, so an operator fixes them all in one go.
  */
 import { isIP } from 'node:net';
+import proxyAddr from '@fastify/proxy-addr';
 import {
   ConfigError,
   type EnvSource,
@@ -32,6 +33,12 @@ export { ConfigError };
  */
 export type TrustProxySetting = boolean | number | readonly string[];
 
+/** Which forwarding headers the gateway writes on proxied requests (docs/gateway.md). */
+export type ForwardedHeadersMode = 'x-forwarded' | 'forwarded' | 'both' | 'none';
+
+/** Options an UPSTREAMS entry may carry after its origin, each written `;name`. */
+const UPSTREAM_OPTIONS = ['preserveHost'] as const;
+
 export interface UpstreamConfig {
   /** path prefix, normalised, no trailing slash except the root `/` */
   prefix: string;
@@ -42,6 +49,11 @@ export interface UpstreamConfig {
    * `[::1]`); absent: the entry takes requests for any host no other entry names
    */
   host?: string;
+  /**
+   * `;preserveHost`: the upstream gets the client's Host (as the gateway normalised it, with its
+   * port) instead of its own
+   */
+  preserveHost?: true;
 }
 
 export interface GatewayConfig {
@@ -66,6 +78,7 @@ export interface GatewayConfig {
   /** prepended to every bucket key in Redis, so several deployments can share one Redis */
   redisKeyPrefix: string;
   trustProxy: TrustProxySetting;
+  forwardedHeaders: ForwardedHeadersMode;
   storeFailure: StoreFailurePolicy;
   /** longest a store decision may take before the failure policy decides instead */
   storeTimeoutMs: number;
@@ -80,7 +93,7 @@ export interface GatewayConfig {
   headersTimeoutMs: number;
   /** how long an idle keep-alive connection stays open between requests */
   keepAliveTimeoutMs: number;
-  /** longest time in-flight requests get to finish on SIGTERM before the process exits anyway */
+  /** longest time in-flight exchanges get to finish on SIGTERM before what is left is closed (WebSockets: 1001) */
   shutdownTimeoutMs: number;
   /** most (rule, client) denials remembered locally */
   denialCacheSize: number;
@@ -117,8 +130,8 @@ export const GATEWAY_ENV = {
   }),
   UPSTREAMS: envCustom({
     description:
-      'where requests go: comma-separated prefix=url entries, the longest matching prefix wins; an entry may name a host (api.example.com/orders=url)',
-    accepts: 'comma-separated [host]/prefix=origin entries',
+      'where requests go: comma-separated prefix=url entries, the longest matching prefix wins; an entry may name a host (api.example.com/orders=url) and end in ;preserveHost',
+    accepts: 'comma-separated [host]/prefix=origin[;preserveHost] entries',
     required: true,
     example: '/orders=http://orders:3000,/=http://web:3000',
     parse: (raw): Parsed<UpstreamConfig[]> => {
@@ -202,6 +215,12 @@ export const GATEWAY_ENV = {
     default: false as TrustProxySetting,
     parse: parseTrustProxy,
   }),
+  FORWARDED_HEADERS: envOneOf({
+    description:
+      'the forwarding headers set on proxied requests: x-forwarded (X-Forwarded-For, -Proto, -Host, -Port), forwarded (RFC 7239), both, or none',
+    values: ['x-forwarded', 'forwarded', 'both', 'none'],
+    default: 'x-forwarded',
+  }),
   STORE_FAILURE: envOneOf({
     description:
       'when Redis fails or is slower than STORE_TIMEOUT_MS: local decides with an in-process bucket, open admits, closed answers 503',
@@ -247,7 +266,8 @@ export const GATEWAY_ENV = {
     max: 600_000,
   }),
   SHUTDOWN_TIMEOUT_MS: envInteger({
-    description: 'on SIGTERM, how long in-flight requests get before the process exits anyway',
+    description:
+      'on SIGTERM, how long in-flight requests and WebSockets get to finish; then WebSockets are closed (1001) and what still runs is cut',
     default: 10_000,
     min: 0,
     max: 3_600_000,
@@ -338,6 +358,7 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     redisClusterNodes: v.REDIS_CLUSTER_NODES,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,
     trustProxy: v.TRUST_PROXY,
+    forwardedHeaders: v.FORWARDED_HEADERS,
     storeFailure: v.STORE_FAILURE,
     storeTimeoutMs: v.STORE_TIMEOUT_MS,
     logLevel: v.LOG_LEVEL,
@@ -368,8 +389,8 @@ function parseHttpUrl(raw: string, example: string): URL | string {
 }
 
 /**
- * `[host]/prefix=url,…` → upstreams, entries naming a host first (grouped by host), then the others,
- * longest prefix first within each group; a string is the problem (after `UPSTREAMS: `).
+ * `[host]/prefix=url[;option…],…` → upstreams, entries naming a host first (grouped by host), then
+ * the others, longest prefix first within each group; a string is the problem (after `UPSTREAMS: `).
  */
 export function parseUpstreams(raw: string): UpstreamConfig[] | string {
   const upstreams: UpstreamConfig[] = [];
@@ -380,7 +401,18 @@ export function parseUpstreams(raw: string): UpstreamConfig[] | string {
     const eq = entry.indexOf('=');
     if (eq <= 0) return problem('must be prefix=url or host/prefix=url');
     const key = entry.slice(0, eq).trim();
-    const target = entry.slice(eq + 1).trim();
+    // an origin has no path, so no `;`: what follows one is the entry's options
+    const [origin, ...options] = entry.slice(eq + 1).split(';');
+    const target = origin!.trim();
+    let preserveHost = false;
+    for (const raw of options) {
+      const option = raw.trim();
+      if (option === 'preserveHost') preserveHost = true;
+      else
+        return problem(
+          `unknown option ${JSON.stringify(option)} after the origin (an option is one of ${UPSTREAM_OPTIONS.map((o) => `;${o}`).join(', ')})`,
+        );
+    }
 
     let host: string | undefined;
     let prefix = key;
@@ -419,9 +451,12 @@ export function parseUpstreams(raw: string): UpstreamConfig[] | string {
           : `host "${host}" with prefix "${prefix}" appears twice`,
       );
     }
-    upstreams.push(
-      host === undefined ? { prefix, origin: url.origin } : { host, prefix, origin: url.origin },
-    );
+    upstreams.push({
+      ...(host !== undefined && { host }),
+      prefix,
+      origin: url.origin,
+      ...(preserveHost && { preserveHost: true as const }),
+    });
   }
   if (upstreams.length === 0) return 'must hold at least one prefix=url entry';
   upstreams.sort((a, b) => {
@@ -484,13 +519,19 @@ function isTrustedProxyEntry(entry: string): boolean {
   return Number(bits) <= (family === 4 ? 32 : 128);
 }
 
-/** What Fastify's `trustProxy` option takes for a setting. */
-export function fastifyTrustProxy(
-  setting: TrustProxySetting,
-): boolean | string | ((address: string, hop: number) => boolean) {
-  if (typeof setting === 'boolean') return setting;
+/** Whether the proxy `hop` steps from the gateway (0: the socket peer) at `address` is believed. */
+export type TrustFunction = (address: string, hop: number) => boolean;
+
+/**
+ * TRUST_PROXY as one function (false: nobody is trusted), compiled once: Fastify's `trustProxy` takes
+ * it, so the client address Fastify reads (`request.ip`, `request.ips`) and the forwarding headers and
+ * request ids the gateway passes on (http/forwarding.ts, http/request-id.ts) trust the same hops.
+ */
+export function fastifyTrustProxy(setting: TrustProxySetting): TrustFunction | false {
+  if (setting === false) return false;
+  if (setting === true) return () => true;
   // Fastify 5.12 treats a bare number as "trust nobody"; the documented meaning (as in Express and
   // proxy-addr) is "trust the n hops nearest to us", which this function says explicitly.
   if (typeof setting === 'number') return (_address: string, hop: number) => hop < setting;
-  return setting.join(',');
+  return proxyAddr.compile([...setting]);
 }

@@ -1,6 +1,6 @@
 /**
- * The first onRequest hook: everything the gateway refuses without a decision, so a request that
- * will not be proxied never costs a token. In order: shutting down (503), an unsafe target or host
+ * The first onRequest hook: the response's X-Request-Id (request-id.ts), then everything the gateway
+ * refuses without a decision, so a request that will not be proxied never costs a token. In order: shutting down (503), an unsafe target or host
  * (400), no route (404, or 405 for a method no route takes), a forwarding header naming no client
  * (400), a declared body over BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). A request
  * that passes gets its context (`request.sluice`). Then the hook holds a pipelined request until the
@@ -13,6 +13,7 @@ import type { UpstreamConfig } from '../config/config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { refuse, refuseBodyTooLarge } from './answers.js';
 import { RequestContext } from './request-context.js';
+import { REQUEST_ID_HEADER } from './request-id.js';
 import { hostOf, REFUSED_TARGET_URL, requestHost } from './target.js';
 
 /** Every method a proxied route accepts. */
@@ -70,6 +71,10 @@ export function admitRequest(options: AdmissionOptions) {
   const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes } = options;
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.raw;
+    reply.header(REQUEST_ID_HEADER, request.id);
+    // Node may answer a request whose body fails (a timeout, bad chunking) on the bare socket, where
+    // only the raw response is at hand (app.ts): it carries the id too
+    if (!raw.complete) reply.raw.setHeader(REQUEST_ID_HEADER, request.id);
     if (isClosing()) {
       metrics.badRequests.labels('SLUICE_SHUTTING_DOWN').inc();
       reply.header('connection', 'close');

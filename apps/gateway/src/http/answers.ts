@@ -11,14 +11,17 @@ export function refuse(
   reply: FastifyReply,
   code: GatewayErrorCode,
   message: string,
-  details?: ErrorDetails,
+  details?: Omit<ErrorDetails, 'requestId'>,
 ): void {
   closeIfBodyPending(reply.request.raw, reply);
-  reply.code(GATEWAY_ERRORS[code]).send(errorBody(code, message, details));
+  reply
+    .code(GATEWAY_ERRORS[code])
+    .send(errorBody(code, message, { ...details, requestId: reply.request.id }));
 }
 
 /** A reply of the proxy listener, or the one @fastify/http-proxy hands its error hook (typed for any server). */
 interface AnyReply {
+  readonly request: { readonly id: string };
   header(name: string, value: string): unknown;
   code(statusCode: number): { send(body: unknown): unknown };
 }
@@ -34,7 +37,11 @@ export function bodyTooLargeMessage(bodyLimitBytes: number): string {
  */
 export function refuseBodyTooLarge(reply: AnyReply, bodyLimitBytes: number): void {
   reply.header('connection', 'close');
-  reply.code(413).send(errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes)));
+  reply.code(413).send(
+    errorBody('SLUICE_BODY_TOO_LARGE', bodyTooLargeMessage(bodyLimitBytes), {
+      requestId: reply.request.id,
+    }),
+  );
 }
 
 /**

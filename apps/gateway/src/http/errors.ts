@@ -5,8 +5,12 @@
  * written on the bare socket, `rawErrorResponse`). errors.test.ts checks that every `SLUICE_…`
  * code in the gateway's sources is in this table and that every row is emitted somewhere.
  *
+ * Every body names the request it answers (`requestId`, the `X-Request-Id` of the response) where
+ * there is one: Node's answers on the bare socket may come before a request could be read.
+ *
  * The one answer outside the table is the 429 of a denied request: its body is fixed by the product
- * contract (`statusCode`, `error`, `message`, `rule`, `retryAfter`) and built in rate-limit.ts.
+ * contract (`statusCode`, `error`, `message`, `rule`, `retryAfter`, `requestId`) and built in
+ * limit-hook.ts.
  */
 import { STATUS_CODES } from 'node:http';
 import { errorBody as sharedErrorBody } from '@sluice/shared';
@@ -57,10 +61,12 @@ export interface ErrorBody {
   code: GatewayErrorCode;
   /** why, more precisely (SLUICE_BAD_PATH, SLUICE_BAD_HOST) */
   reason?: string;
+  /** the request's id (its `X-Request-Id`) */
+  requestId?: string;
 }
 
 /** Extra fields some errors carry. */
-export type ErrorDetails = Pick<ErrorBody, 'reason'>;
+export type ErrorDetails = Pick<ErrorBody, 'reason' | 'requestId'>;
 
 /** The body of one row of the table, built the same way as the rules API's (shared `errorBody`). */
 export function errorBody(code: GatewayErrorCode, message: string, details?: ErrorDetails): ErrorBody {
@@ -70,26 +76,28 @@ export function errorBody(code: GatewayErrorCode, message: string, details?: Err
 
 /**
  * A whole HTTP/1.1 error response, for the answers Node asks for on the bare socket (a request it
- * could not parse, or that timed out) where there is no request or reply object. Closes the connection.
+ * could not parse, or that timed out) where there is no reply object; `requestId` when a request was
+ * read (its body is what failed). Closes the connection.
  */
-export function rawErrorResponse(code: GatewayErrorCode, message: string): string {
-  const body = JSON.stringify(errorBody(code, message));
+export function rawErrorResponse(code: GatewayErrorCode, message: string, requestId?: string): string {
+  const body = JSON.stringify(errorBody(code, message, requestId === undefined ? undefined : { requestId }));
   const status = GATEWAY_ERRORS[code];
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    (requestId === undefined ? '' : `X-Request-Id: ${requestId}\r\n`) +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
 }
 
 /** The error answer for a socket-level client error Node reports (`clientError`). */
-export function clientErrorResponse(error: { code?: string }): string {
+export function clientErrorResponse(error: { code?: string }, requestId?: string): string {
   switch (error.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return rawErrorResponse('SLUICE_REQUEST_TIMEOUT', 'the request was not received in time');
+      return rawErrorResponse('SLUICE_REQUEST_TIMEOUT', 'the request was not received in time', requestId);
     case 'HPE_HEADER_OVERFLOW':
-      return rawErrorResponse('SLUICE_HEADERS_TOO_LARGE', 'the request head is too large');
+      return rawErrorResponse('SLUICE_HEADERS_TOO_LARGE', 'the request head is too large', requestId);
     default:
-      return rawErrorResponse('SLUICE_BAD_REQUEST', 'the request is not valid HTTP/1.1');
+      return rawErrorResponse('SLUICE_BAD_REQUEST', 'the request is not valid HTTP/1.1', requestId);
   }
 }
 

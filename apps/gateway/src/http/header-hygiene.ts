@@ -1,8 +1,8 @@
 /**
  * What crosses the proxy and what does not (docs/gateway.md): hop-by-hop headers are dropped both
- * ways (RFC 9110 §7.6.1), and a limited request's response carries the gateway's RateLimit headers,
+ * ways (RFC 9110 §7.6.1), a limited request's response carries the gateway's RateLimit headers,
  * never the upstream's, nor the upstream's charge header (it is the gateway's to read: it feeds the
- * request's exchange).
+ * request's exchange), and every response the gateway's own X-Request-Id.
  */
 import type { FastifyHttpProxyOptions } from '@fastify/http-proxy';
 
@@ -58,6 +58,8 @@ export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (
   const listed = headers.connection;
   if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
   for (const name of HOP_BY_HOP_RESPONSE) delete headers[name];
+  // the client gets the request's id as the gateway set it (the upstream was sent the same one)
+  delete headers['x-request-id'];
   const context = request?.sluice;
   if (context?.limited) {
     delete headers.ratelimit;

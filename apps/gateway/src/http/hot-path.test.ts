@@ -100,6 +100,7 @@ describe('the hot path, in process', () => {
       message: 'rate limit of rule "hello" exceeded',
       rule: 'hello',
       retryAfter: 60,
+      requestId: denied.headers.get('x-request-id'),
     });
   });
 

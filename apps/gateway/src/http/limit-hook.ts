@@ -25,7 +25,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 interface RuleAnswers {
   /** per limit: the 429 body up to its `retryAfter` number (a v2 body names the denying limit) */
   readonly denyBodyPrefixes: readonly string[];
-  readonly unavailableBody: string;
+  /** the 503 body up to its `requestId` */
+  readonly unavailableBodyPrefix: string;
 }
 
 export interface LimitHookOptions {
@@ -58,7 +59,11 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
         reply
           .code(503)
           .header('retry-after', '1')
-          .send(errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet'));
+          .send(
+            errorBody('SLUICE_RULES_NOT_LOADED', 'the gateway has not loaded its rules yet', {
+              requestId: reply.request.id,
+            }),
+          );
         return;
       case 'no-rule':
       case 'unlimited':
@@ -79,7 +84,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
           .code(503)
           .header('retry-after', String(retryAfterSeconds(decision)))
           .type(JSON_TYPE)
-          .send(answersOf(decision.rule).unavailableBody);
+          .send(`${answersOf(decision.rule).unavailableBodyPrefix}${JSON.stringify(reply.request.id)}}`);
         return;
       case 'limited':
         answerLimited(decision, context, reply, done);
@@ -100,13 +105,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
     if (!decision.refused) {
       const exchange = decision.exchange;
-      if (exchange !== undefined) {
-        context.exchange = exchange;
-        const response = reply.raw;
-        // the client may have gone while the store decided: 'close' has been emitted already
-        if (response.closed) exchange.end();
-        else response.once('close', () => exchange.end());
-      }
+      if (exchange !== undefined) context.hold(exchange, reply.raw);
       proceed(raw, reply, done);
       return;
     }
@@ -117,7 +116,9 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
       .code(429)
       .header('retry-after', String(retryAfterSec))
       .type(JSON_TYPE)
-      .send(`${prefixes[decision.deniedIndex] ?? prefixes[0]}${retryAfterSec}}`);
+      .send(
+        `${prefixes[decision.deniedIndex] ?? prefixes[0]}${retryAfterSec},"requestId":${JSON.stringify(reply.request.id)}}`,
+      );
   }
 
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
@@ -156,9 +157,9 @@ function ruleAnswers(rule: RulePlan): RuleAnswers {
         ? `${bodyStart}"retryAfter":`
         : `${bodyStart}"limit":${JSON.stringify(limit.name)},"retryAfter":`,
     ),
-    unavailableBody: JSON.stringify(
+    unavailableBodyPrefix: `${JSON.stringify(
       errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
-    ),
+    ).slice(0, -1)},"requestId":`,
   };
 }
 

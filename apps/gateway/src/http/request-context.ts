@@ -3,8 +3,15 @@
  * hook once a request is one the gateway will decide, read by every later step (the limit hook turns
  * it into facts for the decision core, the proxy into headers and settlements), and holding the
  * exchange handle the decision opened. Nothing about a request lives anywhere else.
+ *
+ * It also says when an admitted exchange is over for the limiter (docs/lifecycle.md): when the
+ * client's side has closed (the response sent, or the client gone) AND the upstream's side is done
+ * (its answer over, or its request aborted; a WebSocket closed). A client that goes away does not
+ * end the exchange for the upstream: the gateway aborts the upstream request and keeps the slot
+ * until that abort has completed, so aborting clients never put more than `max` at the upstream.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { Exchange, RequestFacts } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
 
@@ -23,6 +30,12 @@ export class RequestContext implements RequestFacts {
   limited = false;
   /** the admitted request's settle handle (its rule settles slots, a charge or a refund) */
   exchange: Exchange | undefined = undefined;
+  /** the client's side is over: its response was sent, or the client went away */
+  #clientDone = false;
+  /** the upstream request (or WebSocket) of a held exchange while it runs */
+  #upstream: AbortController | undefined = undefined;
+  /** the upstream's answer while it streams */
+  #upstreamBody: Readable | undefined = undefined;
 
   constructor(
     readonly raw: IncomingMessage,
@@ -47,6 +60,54 @@ export class RequestContext implements RequestFacts {
 
   clientIp(): string | undefined {
     return this.clientAddress;
+  }
+
+  /** The exchange ends once the client's side (`response` closes) and the upstream's side are over. */
+  hold(exchange: Exchange, response: ServerResponse): void {
+    this.exchange = exchange;
+    // the client may have gone while the store decided: 'close' has been emitted already
+    if (response.closed) this.#clientClosed();
+    else response.once('close', () => this.#clientClosed());
+  }
+
+  /** true once the client's side is over (the response sent, or the client gone) */
+  get clientDone(): boolean {
+    return this.#clientDone;
+  }
+
+  /** The upstream side of a held exchange starts; aborting the signal stops it (already aborted if the client is gone). */
+  upstreamStarted(): AbortSignal {
+    const upstream = new AbortController();
+    this.#upstream = upstream;
+    if (this.#clientDone) upstream.abort();
+    return upstream.signal;
+  }
+
+  /** The upstream answers: its side is over when this body ends or is destroyed. */
+  upstreamAnswering(body: Readable): void {
+    this.#upstreamBody = body;
+    body.once('close', () => this.upstreamDone());
+    // nobody will read it: end the upstream's side now
+    if (this.#clientDone) body.destroy();
+  }
+
+  /** The upstream side is over (its answer ended, it failed, or its abort completed). */
+  upstreamDone(): void {
+    this.#upstream = undefined;
+    this.#upstreamBody = undefined;
+    if (this.#clientDone) this.exchange?.end();
+  }
+
+  #clientClosed(): void {
+    this.#clientDone = true;
+    const upstream = this.#upstream;
+    if (upstream === undefined) {
+      this.exchange?.end();
+      return;
+    }
+    // the upstream works for nobody now: stop it, and end the exchange when it has stopped
+    upstream.abort();
+    this.#upstreamBody?.destroy();
   }
 }
 

@@ -1,7 +1,10 @@
 /**
  * Forwarding (docs/gateway.md): one @fastify/http-proxy per UPSTREAMS entry, routed and forwarded on
- * the normalised path and host (target.ts), and what the exchange of an admitted request learns on
- * the way: the upstream's status, its charge header, the body's bytes, or the gateway's own 502/504.
+ * the normalised path and host (target.ts), with the forwarding headers and the request id
+ * (forwarding.ts, request-id.ts), WebSocket handshakes relayed (websocket.ts), and what the exchange
+ * of an admitted request learns on the way: the upstream's status, its charge header, the body's
+ * bytes, or the gateway's own 502/504. Each entry has its own undici agent (upstream-dispatcher.ts),
+ * which ties an upstream request to its exchange.
  *
  * Prefixes match whole segments: the router gives `/orders` the routes `/orders`, `/orders/` and
  * `/orders/*`, never `/ordersx`; `/` takes the rest. The prefix is kept in the forwarded path. An
@@ -10,14 +13,19 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { PROXY_METHODS, refuseUnrouted, upstreamName } from './admission.js';
 import { bodyTooLargeMessage, refuseBodyTooLarge } from './answers.js';
 import { errorBody, GatewayError } from './errors.js';
+import { type ForwardingOptions, setForwardingHeaders } from './forwarding.js';
 import { type ReplyHooks, stripRequestHeaders, stripResponseHeaders } from './header-hygiene.js';
+import { REQUEST_ID_HEADER } from './request-id.js';
 import { HOST_CONSTRAINT, hostConstraintStrategy } from './target.js';
+import { UpstreamDispatcher } from './upstream-dispatcher.js';
+import { isWebSocketHandshake, type WebSocketRelays } from './websocket.js';
 
 /** Error codes of a connection that never got a response: the upstream is unreachable (502). */
 const UNREACHABLE_CODES = new Set([
@@ -53,6 +61,15 @@ function errorCodes(error: unknown): string[] {
     current = (current as { cause?: unknown }).cause;
   }
   return codes;
+}
+
+/**
+ * An upstream body that went silent for UPSTREAM_TIMEOUT_MS before its first chunk reached the
+ * client: the response has not started, so the client can still get a 504 (Fastify's error handler
+ * asks, app.ts). Once it has started, the connection is cut instead.
+ */
+export function isUpstreamSilence(error: unknown): boolean {
+  return errorCodes(error).includes('UND_ERR_BODY_TIMEOUT');
 }
 
 function findStatus(error: unknown): number | undefined {
@@ -103,6 +120,10 @@ export interface ProxyOptions {
   upstreamTimeoutMs: number;
   bodyLimitBytes: number;
   metrics: GatewayMetrics;
+  /** which forwarding headers to write, and which hops to believe */
+  forwarding: ForwardingOptions;
+  /** where admitted WebSocket handshakes go */
+  webSockets: WebSocketRelays;
 }
 
 /**
@@ -110,7 +131,11 @@ export interface ProxyOptions {
  * Call after the onRequest hooks are added, so every route inherits them.
  */
 export async function registerUpstreams(app: FastifyInstance, options: ProxyOptions): Promise<void> {
-  const { metrics, bodyLimitBytes, upstreamTimeoutMs } = options;
+  const { metrics, bodyLimitBytes, upstreamTimeoutMs, forwarding, webSockets } = options;
+  const dispatchers: UpstreamDispatcher[] = [];
+  app.addHook('onClose', async () => {
+    await Promise.all(dispatchers.map((dispatcher) => dispatcher.destroy()));
+  });
 
   // Bodies are never parsed: they stream to the upstream as they arrive (and only once admitted).
   app.removeAllContentTypeParsers();
@@ -140,7 +165,10 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
         refuseBodyTooLarge(reply, bodyLimitBytes);
         return;
       }
-      const exchange = reply.request.sluice?.exchange;
+      const context = reply.request.sluice;
+      // the client went away and the gateway aborted the upstream request: nobody to answer, nothing failed
+      if (context?.clientDone) return;
+      const exchange = context?.exchange;
       const codes = errorCodes(error);
       if (codes.some((c) => TIMEOUT_CODES.has(c))) {
         upstreamErrors.timeout.inc();
@@ -151,6 +179,7 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
             errorBody(
               'SLUICE_UPSTREAM_TIMEOUT',
               `upstream ${name} did not answer within ${upstreamTimeoutMs} ms`,
+              { requestId: reply.request.id },
             ),
           );
         return;
@@ -165,8 +194,29 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
           errorBody(
             'SLUICE_UPSTREAM_UNREACHABLE',
             unreachable ? `upstream ${name} is unreachable` : `upstream ${name} failed`,
+            { requestId: reply.request.id },
           ),
         );
+    };
+
+    const dispatcher = new UpstreamDispatcher({
+      connections: 128,
+      pipelining: 1,
+      headersTimeout: upstreamTimeoutMs,
+      bodyTimeout: upstreamTimeoutMs,
+      connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+    });
+    dispatchers.push(dispatcher);
+    const preserveHost = upstream.preserveHost === true;
+    const rewriteRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
+      stripRequestHeaders(request, headers);
+      // reply-from types its hooks for any server; the proxy listener is HTTP/1.1
+      const proxied = request as FastifyRequest;
+      setForwardingHeaders(proxied, headers, forwarding, preserveHost);
+      headers[REQUEST_ID_HEADER] = request.id;
+      // reply-from sends the request right after this hook returns
+      dispatcher.bind(proxied);
+      return headers;
     };
 
     const proxyOptions: FastifyHttpProxyOptions = {
@@ -179,15 +229,14 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
       // our content-type parser above streams every body
       proxyPayloads: false,
       disableRequestLogging: true,
-      undici: {
-        connections: 128,
-        pipelining: 1,
-        headersTimeout: upstreamTimeoutMs,
-        bodyTimeout: upstreamTimeoutMs,
-        connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
-      },
+      // reply-from takes any object with a `request` method as its undici dispatcher
+      undici: dispatcher as unknown as { request: Dispatcher['request'] },
+      handler: (request, reply, dest, replyOptions) =>
+        isWebSocketHandshake(request.raw)
+          ? webSockets.relay(request, reply, { origin: upstream.origin, path: dest, preserveHost })
+          : reply.from(dest, replyOptions),
       replyOptions: {
-        rewriteRequestHeaders: stripRequestHeaders,
+        rewriteRequestHeaders,
         rewriteHeaders: stripResponseHeaders,
         onResponse: onUpstreamResponse,
         onError,

@@ -41,6 +41,8 @@ export interface LimiterOptions {
   now?: () => number;
   /** how many gateways share the limits (the heartbeat's count): the local fallback holds 1/N */
   gateways?: () => number;
+  /** how long a slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default SLOT_LEASE_MARGIN_MS) */
+  slotLeaseMarginMs?: number;
 }
 
 export function createLimiter({
@@ -51,6 +53,7 @@ export function createLimiter({
   storeCoolDownMs,
   now,
   gateways,
+  slotLeaseMarginMs = SLOT_LEASE_MARGIN_MS,
 }: LimiterOptions): Limiter {
   const store = new GuardedStore({
     primary,
@@ -81,7 +84,7 @@ export function createLimiter({
     events,
     meter: metrics.decisionMeter(),
     now,
-    slotLeaseMs: config.upstreamTimeoutMs + SLOT_LEASE_MARGIN_MS,
+    slotLeaseMs: config.upstreamTimeoutMs + slotLeaseMarginMs,
     // slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request
     slotIdPrefix: `${randomUUID()}:`,
   });

@@ -40,6 +40,8 @@ export class GatewayMetrics {
   denialCacheSize: () => number = () => 0;
   /** tokens this gateway holds in leases (lease mode); set by the gateway */
   leaseTokensOutstanding: () => number = () => 0;
+  /** WebSocket connections this gateway relays now; set by the gateway */
+  webSocketsOpen: () => number = () => 0;
 
   readonly #requestCells = new Map<string, RequestCounterCell>();
 
@@ -59,7 +61,7 @@ export class GatewayMetrics {
 
   readonly settlements = new Counter({
     name: 'sluice_settlements_total',
-    help: 'Ends of exchanges sent to the store, by kind (refund, charge, release: slots only) and result (ok, error)',
+    help: 'Settlements sent to the store, by kind (refund, charge, release: slots only, renew: the slots of a running exchange kept) and result (ok, error)',
     labelNames: ['kind', 'result'] as const,
     registers: [this.registry],
   });
@@ -136,6 +138,15 @@ export class GatewayMetrics {
     registers: [this.registry],
     collect: () => {
       this.leaseTokens.set(this.leaseTokensOutstanding());
+    },
+  });
+
+  readonly webSockets = new Gauge({
+    name: 'sluice_websockets_open',
+    help: 'WebSocket connections this gateway relays now (each holds its concurrency slots while open)',
+    registers: [this.registry],
+    collect: () => {
+      this.webSockets.set(this.webSocketsOpen());
     },
   });
 

@@ -367,6 +367,26 @@ describe('settle exactly once', () => {
     time.advance(1);
     expect((await limited()).allowed).toBe(true);
   });
+
+  it('a running exchange keeps its slot past its lifetime: renewed about every third, once per exchange, until it ends', async () => {
+    const { core, limited, time, primary, settled } = setup([slots], { slotLeaseMs: 3_000 });
+    const running = await limited();
+    time.advance(999);
+    expect(core.renewSlots()).toBe(0); // not due before a third of the lifetime
+    time.advance(1);
+    expect(core.renewSlots()).toBe(1);
+    expect(core.renewSlots()).toBe(0); // renewed just now
+    time.advance(2_500); // past the first expiry (3 000), within the renewed one (4 000)
+    expect((await limited()).allowed).toBe(false);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(primary.settlements).toEqual([[expect.objectContaining({ leaseId: 'gw-test:1', renew: true })]]);
+    expect(settled).toEqual([{ rule: 'slots', kind: 'renew', ok: true }]);
+    running.exchange!.end();
+    expect(core.runningSlotExchanges).toBe(0);
+    time.advance(5_000);
+    expect(core.renewSlots()).toBe(0); // an ended exchange is never renewed
+    expect((await limited()).allowed).toBe(true);
+  });
 });
 
 describe('preview (explain): charges nothing', () => {

@@ -35,6 +35,7 @@ import { Exchange, type SettlementKind, type SettleSink } from './exchange.js';
 import type { RequestFacts } from './facts.js';
 import type { LeaseManager } from './lease-manager.js';
 import { type DecisionMeter, NO_METER, planRule, type RulePlan } from './rule-plan.js';
+import { SlotKeeper } from './slot-keeper.js';
 import type { DecidedBy, PolicyAnswer } from './store-policy.js';
 
 /** What the core needs of a store: the store policy (`GuardedStore`) has exactly this. */
@@ -58,7 +59,10 @@ export interface DecisionCoreOptions {
   meter?: DecisionMeter;
   /** monotonic clock in ms (default `performance.now`) */
   now?: () => number;
-  /** how long a concurrency slot this core takes is held at most, ms (UPSTREAM_TIMEOUT_MS + 5 s) */
+  /**
+   * how long a concurrency slot this core takes lives without a renewal, ms (UPSTREAM_TIMEOUT_MS + 5 s);
+   * the core renews the slots of running exchanges before that (`SlotKeeper`)
+   */
   slotLeaseMs?: number;
   /** the start of every slot id this core hands out: unique per gateway (a random id) */
   slotIdPrefix?: string;
@@ -76,6 +80,8 @@ export class DecisionCore implements SettleSink {
   readonly #now: () => number;
   readonly #slotLeaseMs: number | undefined;
   readonly #slotIdPrefix: string;
+  /** renews the slots of running exchanges; absent without `slotLeaseMs` (slots then keep the rule's own) */
+  readonly #slots: SlotKeeper | undefined;
   #slotCounter = 0;
   #rules: CompiledRuleSet | undefined;
   /** per rule, by `CompiledRule.index` */
@@ -93,6 +99,8 @@ export class DecisionCore implements SettleSink {
     this.#now = options.now ?? (() => performance.now());
     this.#slotLeaseMs = options.slotLeaseMs;
     this.#slotIdPrefix = options.slotIdPrefix ?? 'slot:';
+    this.#slots =
+      options.slotLeaseMs === undefined ? undefined : new SlotKeeper(options.slotLeaseMs, this.#now);
     this.#noRule = this.#meter.requests('').unlimited;
   }
 
@@ -185,13 +193,31 @@ export class DecisionCore implements SettleSink {
     return this.#decideOnStore(store, plan, checks, clientKeys, cacheKey, sentAtMs);
   }
 
-  /** Gives back every lease's unused tokens (after the last request, before the store closes). */
+  /**
+   * Renews the slots of every running exchange due (its timer does this by itself, about every sixth
+   * of the slot lifetime); returns how many exchanges were renewed.
+   */
+  renewSlots(): number {
+    return this.#slots?.renewDue() ?? 0;
+  }
+
+  /** Exchanges holding slots now. */
+  get runningSlotExchanges(): number {
+    return this.#slots?.size ?? 0;
+  }
+
+  /**
+   * Gives back every lease's unused tokens and stops renewing slots (after the last request, before
+   * the store closes).
+   */
   close(): Promise<void> {
+    this.#slots?.close();
     return this.#leases?.close() ?? Promise.resolve();
   }
 
   /** The exchange of an admitted request ended (or reached its response): settle on its store. */
   settle(exchange: Exchange, kind: SettlementKind, settlements: readonly Settlement[]): void {
+    if (exchange.ended) this.#slots?.release(exchange);
     const events = this.#events;
     const rule = exchange.rule.name;
     this.#store!.settle(exchange.decidedBy, settlements).then(
@@ -257,6 +283,7 @@ export class DecisionCore implements SettleSink {
           this,
           this.#now,
         );
+        if (plan.hasSlots) this.#slots?.hold(exchange);
       }
     } else {
       if (plan.shadow) plan.counters.shadowDenied.inc();

@@ -21,8 +21,11 @@ export interface DenialEvent {
 /** What the end of one exchange did, and whether the store took it. */
 export interface SettlementEvent {
   readonly rule: string;
-  /** `refund`: the whole cost given back; `charge`: a cost difference settled; `release`: slots given back only */
-  readonly kind: 'refund' | 'charge' | 'release';
+  /**
+   * `refund`: the whole cost given back; `charge`: a cost difference settled; `release`: slots given
+   * back only; `renew`: the slots of a running exchange kept for another lifetime
+   */
+  readonly kind: 'refund' | 'charge' | 'release' | 'renew';
   /** false when the store failed (a slot then expires by itself; a charge or refund is lost) */
   readonly ok: boolean;
 }

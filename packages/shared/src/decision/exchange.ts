@@ -10,6 +10,8 @@
  * - at the response headers: a refund (the status is one of `refund.statuses`: the whole cost back) or
  *   a charge from a header or from the upstream's time (each token bucket and sliding window settled by
  *   the difference, the real cost capped at `charge.max`);
+ * - while it runs (a long response, a WebSocket): its slots renewed (`renew()`, about every third of
+ *   their lifetime, by the core's `SlotKeeper`), so a slot outlives its exchange, never the reverse;
  * - at the end: the slots given back, with whatever cost settlement is still due (bytes: the body is
  *   over; a refund for the gateway's own 502/504) in the same call.
  * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
@@ -20,11 +22,13 @@ import type { DecidedBy } from './store-policy.js';
 
 export interface ExchangeRule {
   readonly name: string;
+  /** has a concurrency limit: the exchange holds slots */
+  readonly hasSlots: boolean;
   readonly charge: CompiledCharge | undefined;
   readonly refundStatuses: ReadonlySet<number> | undefined;
 }
 
-export type SettlementKind = 'refund' | 'charge' | 'release';
+export type SettlementKind = 'refund' | 'charge' | 'release' | 'renew';
 
 /** Where an exchange's settlements go (the decision core): the store that took the admission. */
 export interface SettleSink {
@@ -54,6 +58,8 @@ export class Exchange {
   /** a refund is due at the end (the gateway's own 502/504) */
   #refundAtEnd = false;
   #ended = false;
+  /** monotonic ms of the slots' last renewal (the admission until the first) */
+  #renewedAtMs: number;
 
   constructor(
     readonly rule: ExchangeRule,
@@ -68,6 +74,36 @@ export class Exchange {
     readonly now: () => number,
   ) {
     this.#costDone = rule.charge === undefined && rule.refundStatuses === undefined;
+    this.#renewedAtMs = admittedAtMs;
+  }
+
+  /** `end()` was called: nothing more is settled or renewed */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** monotonic ms when the slots were last renewed (or taken) */
+  get renewedAtMs(): number {
+    return this.#renewedAtMs;
+  }
+
+  /** The exchange still runs: its slots kept for another lifetime, in one store call. Not once ended. */
+  renew(): void {
+    if (this.#ended) return;
+    this.#renewedAtMs = this.now();
+    const renewals: Settlement[] = [];
+    for (const check of this.checks) {
+      if (check.spec.algorithm !== 'concurrency') continue;
+      renewals.push({
+        key: check.key,
+        spec: check.spec,
+        delta: 0,
+        admittedAtMs: this.admittedAtStoreMs,
+        leaseId: check.leaseId,
+        renew: true,
+      });
+    }
+    if (renewals.length > 0) this.sink.settle(this, 'renew', renewals);
   }
 
   /** true when the response body must be counted */

@@ -8,4 +8,5 @@ export * from './explain.js';
 export * from './facts.js';
 export * from './lease-manager.js';
 export * from './rule-plan.js';
+export * from './slot-keeper.js';
 export * from './store-policy.js';

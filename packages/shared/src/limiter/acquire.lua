@@ -5,8 +5,9 @@ of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at t
 
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag
-ARGV[1]   operation: "acquire" (admission), "settle" (the end of an exchange), or "batch" (several
-          requests of either kind in one call, see below)
+ARGV[1]   operation: "acquire" (admission), "settle" (the end of an exchange), "renew" (slots of a
+          running exchange kept for another lease), or "batch" (several requests of any of these
+          kinds in one call, see below)
 ARGV[2]   nowMs      TESTS ONLY. Empty = the clock is Redis `TIME`. Production never passes it: time
                      is the store's clock, never a gateway's.
 ARGV[3]   minTtlMs   TESTS ONLY. Empty = none. A floor on every written key's time to live, so a test
@@ -18,6 +19,7 @@ ARGV[5..] "acquire", per check k, in order: algorithm name, cost (> 0), then the
           "settle", per settlement k, in order: algorithm name, its `arity` values, delta (the real
           cost minus the admitted one: > 0 charged on top, < 0 given back; 0 for concurrency),
           admittedAtMs (the acquire's clock, its last reply value)
+          "renew", exactly as "settle"; only algorithms with a `renew` (concurrency) take it
 Numbers arrive as decimal strings that round-trip exactly (JavaScript `String(x)`).
 
 "acquire", all or nothing: Redis TIME is read once; every check is evaluated against its state; if
@@ -27,7 +29,8 @@ nothing at all is written.
 
 "settle": each settlement applied to its key in order (see each snippet's "settle"): one script call
 gives back a request's slots and settles its cost difference. Returns 2 values per settlement: level
-('%.17g') and resetMs (whole ms).
+('%.17g') and resetMs (whole ms). "renew" is the same with each snippet's "renew" instead of its
+"settle", and replies the same way.
 
 "acquire" returns 4 values per check, then the decision's clock ('%.17g' ms), in order: allowed (1|0: this limit alone would admit), level ('%.17g'
 string: token bucket balance, sliding window estimate, after the decision), retryAfterMs (whole ms,
@@ -103,7 +106,7 @@ end
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
 local operation = ARGV[1]
-if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'batch' then
+if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and operation ~= 'batch' then
   return fail('unknown operation ' .. tostring(operation))
 end
 
@@ -135,13 +138,16 @@ local function stateOf(algorithm, key)
   return redis.call('GET', key)
 end
 
--- One request's settlements: KEYS[keyBase + 1 .. keyBase + n], their arguments from ARGV[i] up to
--- ARGV[last]. Returns the reply, or an error reply.
-local function settleRequest(keyBase, n, i, last)
+-- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
+-- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
+local function settleRequest(keyBase, n, i, last, renewing)
   local reply = {}
   for k = 1, n do
     local algorithm = ALGORITHMS[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+    local step = algorithm.settle
+    if renewing then step = algorithm.renew end
+    if not step then return fail('algorithm ' .. ARGV[i] .. ' cannot renew') end
     local spec = algorithm.spec(ARGV, i + 1)
     if not spec then return fail('bad limits of settlement ' .. k) end
     i = i + 1 + algorithm.arity
@@ -153,7 +159,7 @@ local function settleRequest(keyBase, n, i, last)
     end
     i = i + 2
     local key = KEYS[keyBase + k]
-    local level, resetMs, value, ttlMs = algorithm.settle(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs)
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs)
     if not algorithm.ownsKey then store(key, value, ttlMs) end
     reply[#reply + 1] = fmt(level)
     reply[#reply + 1] = resetMs
@@ -206,7 +212,8 @@ end
 if operation ~= 'batch' then
   local n = tonumber(ARGV[4])
   if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
-  if operation == 'settle' then return settleRequest(0, n, 5, #ARGV) end
+  if operation == 'settle' then return settleRequest(0, n, 5, #ARGV, false) end
+  if operation == 'renew' then return settleRequest(0, n, 5, #ARGV, true) end
   return acquireRequest(0, n, 5, #ARGV)
 end
 
@@ -228,8 +235,8 @@ for j = 1, m do
   local first, last = i + 3, i + 2 + argc
   if requestOperation == 'acquire' then
     replies[j] = acquireRequest(keyBase, n, first, last)
-  elseif requestOperation == 'settle' then
-    replies[j] = settleRequest(keyBase, n, first, last)
+  elseif requestOperation == 'settle' or requestOperation == 'renew' then
+    replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
   else
     replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
   end

@@ -77,6 +77,13 @@ export function assertSettlements(settlements: readonly Settlement[]): void {
     if (algorithm.slots !== undefined && !settlement.leaseId) {
       throw new LimitArgumentError(`a ${settlement.spec.algorithm} settlement needs a leaseId`);
     }
+    if (settlement.renew === true && settlement.spec.algorithm !== 'concurrency') {
+      throw new LimitArgumentError('only a concurrency slot can be renewed');
+    }
+    // the script renews or settles in one call (its "renew" and "settle" operations), never both
+    if ((settlement.renew === true) !== (settlements[0]!.renew === true)) {
+      throw new LimitArgumentError('a store call renews slots or settles, never both');
+    }
     for (let j = 0; j < i; j++) {
       if (settlements[j]!.key === settlement.key) {
         throw new LimitArgumentError(`two settlements on the key ${settlement.key}`);

@@ -2,7 +2,7 @@
  * Random request lifecycles (docs/lifecycle.md) through the in-process store and Redis on one simulated clock:
  * requests take a token bucket, a sliding window and a concurrency slot at once; each admitted request
  * then ends one way or another (charged its real cost, refunded, given back only as a client that went
- * away, or lost with its gateway). Checked, for every run:
+ * away, or lost with its gateway), and may have its slot renewed while it runs. Checked, for every run:
  * - TypeScript and Lua agree bit for bit on every admission and every settlement;
  * - slots held never exceed `max`, and once every exchange has ended (and lost slots expired) nothing
  *   is in flight;
@@ -37,7 +37,8 @@ afterAll(async () => {
   await redis?.close();
 });
 
-type Ending = 'charge' | 'refund' | 'release' | 'lost';
+/** how a step ends an open request; `renew` keeps it open, its slot renewed */
+type Ending = 'charge' | 'refund' | 'release' | 'lost' | 'renew';
 
 interface Step {
   stepMs: number;
@@ -81,7 +82,7 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
           start: fc.boolean(),
           cost: specCostArb(limits.bucket),
           pick: fc.nat(),
-          ending: fc.constantFrom<Ending>('charge', 'charge', 'refund', 'release', 'lost'),
+          ending: fc.constantFrom<Ending>('charge', 'charge', 'refund', 'release', 'lost', 'renew', 'renew'),
           actualFactor: fc.oneof(fc.constantFrom(0, 1), fc.double({ min: 0, max: 3, noNaN: true })),
         }),
         { minLength: 20, maxLength: 80, size: 'max' },
@@ -95,7 +96,7 @@ interface Simulated {
   clock: SimulatedClock;
 }
 
-let totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
+let totals = { operations: 0, admissions: 0, settlements: 0, renewals: 0, lost: 0 };
 
 /**
  * Plays `life` on the reference engine, checking the bounds as it goes, and returns the calls to replay
@@ -125,12 +126,13 @@ function playReference(life: Lifecycle, run: string) {
   let givenBack = 0;
   let id = 0;
   const rate = life.bucket.refill / life.bucket.periodMs;
-  const slotsOf = (leaseId: string): Settlement => ({
+  const slotsOf = (leaseId: string, renew = false): Settlement => ({
     key: keys.slots,
     spec: life.slots,
     delta: 0,
     admittedAtMs: 0,
     leaseId,
+    ...(renew && { renew }),
   });
   for (const step of life.steps) {
     nowMs += step.stepMs;
@@ -151,6 +153,18 @@ function playReference(life: Lifecycle, run: string) {
         const bound = life.bucket.capacity + life.bucket.maxDebt + rate * (nowMs - life.startMs) + givenBack;
         expect(admitted + extra).toBeLessThanOrEqual(bound * (1 + 1e-9) + 1e-9);
       }
+      continue;
+    }
+    if (step.ending === 'renew') {
+      // the exchange runs on: its slot is kept for another leaseMs (or stays gone if it expired)
+      const settlements = [slotsOf(open[step.pick % open.length]!.leaseId, true)];
+      calls.push({
+        kind: 'settle',
+        settlements,
+        atMs: nowMs,
+        expected: settleFrom(table, settlements, nowMs),
+      });
+      totals.renewals++;
       continue;
     }
     const [request] = open.splice(step.pick % open.length, 1);
@@ -217,7 +231,7 @@ async function replay(
 describe('request lifecycles: admission, charge, refund, release, loss', () => {
   it('TS and Lua agree; slots never exceed max and all come back; the bucket bound holds (10,000+ operations)', async () => {
     let run = 0;
-    totals = { operations: 0, admissions: 0, settlements: 0, lost: 0 };
+    totals = { operations: 0, admissions: 0, settlements: 0, renewals: 0, lost: 0 };
     const memoryClock = new SimulatedClock();
     const memory = {
       store: new MemoryStore({ sweepIntervalMs: 0, now: memoryClock.now, minTtlMs: SIMULATION_TTL_MS }),
@@ -240,6 +254,58 @@ describe('request lifecycles: admission, charge, refund, release, loss', () => {
     console.log(`lifecycle property: ${JSON.stringify(totals)}`);
     expect(totals.operations).toBeGreaterThanOrEqual(10_000);
   }, 300_000);
+
+  it('a renewed slot outlives its first expiry; one renewed too late is not taken again (both stores)', async () => {
+    const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 1, leaseMs: 1_000 };
+    const memoryClock = new SimulatedClock();
+    const stores: Simulated[] = [
+      { store: new MemoryStore({ sweepIntervalMs: 0, now: memoryClock.now }), clock: memoryClock },
+      redis.simulated(),
+    ];
+    for (const [i, { store, clock }] of stores.entries()) {
+      const key = limitKey('', `renew-${i}-${Math.random().toString(36).slice(2)}`, 'slots:slots', 'c');
+      const take = (leaseId: string, atMs: number) =>
+        clock.at(atMs, () => store.acquire([{ key, spec, cost: 1, leaseId }]));
+      const renew = (leaseId: string, atMs: number) =>
+        clock.at(atMs, () => store.settle([{ key, spec, delta: 0, admittedAtMs: 0, leaseId, renew: true }]));
+      const t0 = 1_700_000_000_000;
+      expect((await take('a', t0)).allowed).toBe(true);
+      expect((await renew('a', t0 + 900))[0]).toMatchObject({ level: 1 });
+      // without the renewal, a's slot would have expired at t0 + 1000
+      expect((await take('b', t0 + 1_500)).allowed).toBe(false);
+      expect((await take('b', t0 + 1_900)).allowed).toBe(true);
+      // a's renewal comes after its expiry, and b holds the one slot: a is not taken again
+      expect((await renew('a', t0 + 2_000))[0]).toMatchObject({ level: 1 });
+      expect((await take('c', t0 + 2_100)).allowed).toBe(false);
+      // nor is a slot given back: renewing it changes nothing
+      await clock.at(t0 + 2_200, () =>
+        store.settle([{ key, spec, delta: 0, admittedAtMs: 0, leaseId: 'b' }]),
+      );
+      expect((await renew('b', t0 + 2_300))[0]).toMatchObject({ level: 0 });
+      expect((await take('c', t0 + 2_400)).allowed).toBe(true);
+    }
+    await stores[0]!.store.close();
+  });
+
+  it('a store call renews or settles, never both, and renews only concurrency slots', async () => {
+    const slots: ConcurrencySpec = { algorithm: 'concurrency', max: 1, leaseMs: 1_000 };
+    const bucket: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 1,
+      refill: 1,
+      periodMs: 1_000,
+      maxDebt: 0,
+    };
+    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    const renewal = { key: 'k1', spec: slots, delta: 0, admittedAtMs: 0, leaseId: 'x', renew: true };
+    await expect(
+      memory.settle([renewal, { key: 'k2', spec: slots, delta: 0, admittedAtMs: 0, leaseId: 'y' }]),
+    ).rejects.toThrow(/never both/);
+    await expect(
+      memory.settle([{ key: 'k3', spec: bucket, delta: 0, admittedAtMs: 0, renew: true }]),
+    ).rejects.toThrow(/only a concurrency slot/);
+    await memory.close();
+  });
 
   it('refuses a concurrency check whose cost is not 1 or whose max is not a whole number', () => {
     expect(() => assertSlotsArguments({ max: 2, leaseMs: 1_000 }, 2)).toThrow(/costs 1 slot/);

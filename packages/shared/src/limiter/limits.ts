@@ -49,6 +49,12 @@ export interface Settlement {
   readonly admittedAtMs: number;
   /** concurrency: the slot to give back (the admission's `leaseId`) */
   readonly leaseId?: string;
+  /**
+   * concurrency only: keep the slot instead of giving it back, its expiry set to `leaseMs` from now
+   * (the exchange is still running: a long response, a WebSocket). A slot that expired already is not
+   * taken again. A store call renews or settles, never both.
+   */
+  readonly renew?: boolean;
 }
 
 /** What one limit looks like after a settlement. */

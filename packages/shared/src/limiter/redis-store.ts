@@ -227,10 +227,11 @@ export class RedisStore implements Store {
     return decisionOfReply(reply, checks);
   }
 
-  /** One "settle" call: `settlements` share one slot on a Cluster. */
+  /** One "settle" (or, for renewals, "renew") call: `settlements` share one slot on a Cluster. */
   async #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
     const keysAndArgs = settleKeysAndArgs(settlements, this.#keyPrefix);
-    const reply = await this.#channel.call('settle', settlements.length, keysAndArgs, nowMs, this.#minTtlMs);
+    const operation = settlements[0]!.renew === true ? 'renew' : 'settle';
+    const reply = await this.#channel.call(operation, settlements.length, keysAndArgs, nowMs, this.#minTtlMs);
     return settledOfReply(reply, settlements);
   }
 

@@ -26,8 +26,8 @@ declare module 'ioredis' {
   }
 }
 
-/** The script's two operations a request makes (the "batch" form wraps them, batching.ts). */
-export type ScriptOperation = 'acquire' | 'settle';
+/** The script's operations a request makes (the "batch" form wraps them, batching.ts). */
+export type ScriptOperation = 'acquire' | 'settle' | 'renew';
 
 /** Sends one script call (`numberOfKeys`, then KEYS and ARGV); rejects with a `StoreError`. */
 export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promise<unknown>;

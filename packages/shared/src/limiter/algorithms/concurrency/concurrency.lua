@@ -15,6 +15,9 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs). Level = slots held
 after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
 settle (ARGV after the 3 values: delta, admittedAtMs, both ignored): ZREM leaseId.
+renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
+now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be another request's now).
+Level = slots held, resetMs 0, as for settle.
 A key holding anything but a sorted set (another algorithm's state) counts as no slot held.
 ]]
 ALGORITHMS['concurrency'] = (function()
@@ -79,6 +82,16 @@ ALGORITHMS['concurrency'] = (function()
       if held > 0 then
         redis.call('ZREM', key, s.leaseId)
         held = redis.call('ZCARD', key)
+      end
+      return held, 0
+    end,
+
+    -- kept for another leaseMs (written here): level, resetMs
+    renew = function(s, _delta, _admittedAtMs, key, nowMs, minTtlMs)
+      local held = live(key, nowMs)
+      if held > 0 then
+        redis.call('ZADD', key, 'XX', fmt(nowMs + s.leaseMs), s.leaseId)
+        expireWithLastLease(key, nowMs, minTtlMs)
       end
       return held, 0
     end,

@@ -4,7 +4,8 @@
  * scored by expiry); the differential test checks that they agree.
  *
  * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (the taking gateway's
- * UPSTREAM_TIMEOUT_MS + 5 s); the end of the exchange removes it (`settle`). A lease whose expiry has
+ * UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
+ * `leaseMs` from the renewal); the end of the exchange removes it (`settle`). A lease whose expiry has
  * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
  * killed mid-request come back by themselves, never later than their expiry.
  *
@@ -98,11 +99,32 @@ export function evaluateSlots(
   };
 }
 
-/** Gives the settlement's slot back (nothing when it expired already). */
+/** Gives the settlement's slot back (nothing when it expired already), or renews it (`renew`). */
 export function releaseSlot(state: unknown, settlement: Settlement, nowMs: number): Settled<SlotsState> {
+  if (settlement.renew === true) return renewSlot(state, settlement, nowMs);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const leases = liveLeases(state, nowMs);
   if (settlement.leaseId !== undefined) leases.delete(settlement.leaseId);
+  return {
+    level: leases.size,
+    resetMs: 0,
+    state: { leases },
+    ttlMs: leases.size === 0 ? 0 : lastExpiryMs(leases) - nowMs,
+  };
+}
+
+/**
+ * Keeps the settlement's slot for another `leaseMs` from `nowMs`: the gateway holding a running
+ * exchange renews it before it expires. A slot already expired (or given back) stays gone: it may
+ * have been taken by another request since, and taking it again could put more than `max` in flight.
+ */
+export function renewSlot(state: unknown, settlement: Settlement, nowMs: number): Settled<SlotsState> {
+  if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  const leases = liveLeases(state, nowMs);
+  const leaseId = settlement.leaseId;
+  if (leaseId !== undefined && leases.has(leaseId) && settlement.spec.algorithm === 'concurrency') {
+    leases.set(leaseId, nowMs + settlement.spec.leaseMs);
+  }
   return {
     level: leases.size,
     resetMs: 0,
