@@ -72,6 +72,8 @@ export interface GatewayDeps {
   now?: () => number;
   /** how often top-offender counts go to Redis, ms (default 5000); 0 = only on `offenders.flush()` and close */
   offendersFlushMs?: number;
+  /** how often this gateway beats in Redis (the fair share's count), ms (default 1000); 0 = never (tests counting Redis commands) */
+  heartbeatMs?: number;
   /**
    * how long a concurrency slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default
    * SLOT_LEASE_MARGIN_MS, 5000); tests shorten it to watch renewals within seconds
@@ -120,7 +122,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   });
   const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
   const primary = deps.store ?? createPrimaryStore(config, log);
-  const heartbeat = beatInRedis(primary, config, metrics, log);
+  const heartbeat = beatInRedis(primary, config, metrics, log, deps.heartbeatMs);
   const limiter = createLimiter({
     config,
     primary,
@@ -193,7 +195,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
         metrics.rulesConfirmedAtMs = Date.now();
       });
       await waitForRedis(primary, config, log);
-      heartbeat?.start();
+      if (deps.heartbeatMs !== 0) heartbeat?.start();
       if (deps.offendersFlushMs !== 0) offenders.flusher?.start();
       await admin.listen({ port: config.adminPort, host: config.host });
       await proxy.listen({ port: config.port, host: config.host });
@@ -329,10 +331,12 @@ function beatInRedis(
   config: GatewayConfig,
   metrics: GatewayMetrics,
   log: FastifyBaseLogger,
+  intervalMs: number | undefined,
 ): GatewayHeartbeat | undefined {
   if (!(primary instanceof RedisStore)) return undefined;
   return new GatewayHeartbeat({
     redis: primary.client,
+    intervalMs: intervalMs || undefined,
     keyPrefix: config.redisKeyPrefix,
     logger: log,
     onCount: (gateways) => {
