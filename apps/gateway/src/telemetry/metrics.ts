@@ -3,7 +3,8 @@
  * several gateways in one process (tests, the bench) do not collide. Served on the admin listener.
  */
 import type { DecisionMeter, StoreFailurePolicy, StorePolicyMetrics } from '@sluice/shared';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { CellHistogram } from './histogram-cells.js';
 
 /** What `sluice_requests_total{decision}` says about one request. */
 export type RequestDecision =
@@ -77,13 +78,14 @@ export class GatewayMetrics {
     return cell;
   }
 
-  readonly decisionSeconds = new Histogram({
-    name: 'sluice_decision_duration_seconds',
-    help: 'Time to get one limiter decision from the store, by store (redis, memory, local fallback)',
-    labelNames: ['store'] as const,
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
-    registers: [this.registry],
-  });
+  /** observed once per store decision: cells of plain numbers, read at scrape (histogram-cells.ts) */
+  readonly decisionSeconds = new CellHistogram(
+    'sluice_decision_duration_seconds',
+    'Time to get one limiter decision from the store, by store (redis, memory, local fallback)',
+    'store',
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    this.registry,
+  );
 
   readonly storeErrors = new Counter({
     name: 'sluice_store_errors_total',
@@ -223,8 +225,8 @@ export class GatewayMetrics {
   /** What the store policy reports, bound to its metrics once (each label set hashed once, not per call). */
   storePolicyMetrics(primary: 'redis' | 'memory', policy: StoreFailurePolicy): StorePolicyMetrics {
     const latency = {
-      primary: this.decisionSeconds.labels(primary),
-      local: this.decisionSeconds.labels('local'),
+      primary: this.decisionSeconds.cell(primary),
+      local: this.decisionSeconds.cell('local'),
     };
     const errors = { timeout: this.storeErrors.labels('timeout'), error: this.storeErrors.labels('error') };
     const calls = { acquire: this.storeCalls.labels('acquire'), settle: this.storeCalls.labels('settle') };
