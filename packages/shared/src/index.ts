@@ -8,6 +8,8 @@ export * from './http/error-body.js';
 export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
+export * from './identity/claims.js';
+export * from './identity/secret-keys.js';
 export {
   type Algorithm,
   type AlgorithmModel,

@@ -3,7 +3,9 @@
  * in code, a scripted store where a store must fail. Each test is one way a request can come out of
  * the limiter (decision.ts), as a gateway, explain or any other front door would see it.
  */
+
 import { describe, expect, it } from 'vitest';
+import { SecretClientKeys } from '../identity/secret-keys.js';
 import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from '../limiter/limits.js';
 import { MemoryStore } from '../limiter/memory-store.js';
 import { type Store, StoreError } from '../limiter/store.js';
@@ -230,7 +232,9 @@ describe('decide: admitted and denied', () => {
       ],
     });
     const { limited } = setup([r]);
-    expect((await limited({ headers: { 'x-api-key': 'k1' } })).clientKeys).toEqual(['header:k1', 'global']);
+    // x-api-key is a credential: keyed by its digest, never in clear (identity/secret-keys.ts)
+    const k1 = new SecretClientKeys(undefined).clientKey('k1');
+    expect((await limited({ headers: { 'x-api-key': 'k1' } })).clientKeys).toEqual([k1, 'global']);
     expect((await limited()).clientKeys).toEqual(['ip:203.0.113.7', 'global']);
   });
 

@@ -13,6 +13,8 @@
  * core can only preview (`decide(facts, { charge: false })`: what explain shows).
  */
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey } from '../http/client-key.js';
+import { jwtClientKey } from '../identity/claims.js';
+import { SecretClientKeys } from '../identity/secret-keys.js';
 import {
   type LimitCheck,
   type LimitOutcome,
@@ -66,6 +68,8 @@ export interface DecisionCoreOptions {
   slotLeaseMs?: number;
   /** the start of every slot id this core hands out: unique per gateway (a random id) */
   slotIdPrefix?: string;
+  /** how credential headers are keyed (CLIENT_KEY_SECRET); default: plain SHA-256 */
+  secretKeys?: SecretClientKeys;
 }
 
 /** `decide(facts, PREVIEW)`: what the request would be decided on, charging nothing. */
@@ -80,6 +84,7 @@ export class DecisionCore implements SettleSink {
   readonly #now: () => number;
   readonly #slotLeaseMs: number | undefined;
   readonly #slotIdPrefix: string;
+  readonly #secretKeys: SecretClientKeys;
   /** renews the slots of running exchanges; absent without `slotLeaseMs` (slots then keep the rule's own) */
   readonly #slots: SlotKeeper | undefined;
   #slotCounter = 0;
@@ -99,9 +104,15 @@ export class DecisionCore implements SettleSink {
     this.#now = options.now ?? (() => performance.now());
     this.#slotLeaseMs = options.slotLeaseMs;
     this.#slotIdPrefix = options.slotIdPrefix ?? 'slot:';
+    this.#secretKeys = options.secretKeys ?? new SecretClientKeys(undefined);
     this.#slots =
       options.slotLeaseMs === undefined ? undefined : new SlotKeeper(options.slotLeaseMs, this.#now);
     this.#noRule = this.#meter.requests('').unlimited;
+  }
+
+  /** How this core keys credential headers (usage lookups hash a raw value the same way). */
+  get secretKeys(): SecretClientKeys {
+    return this.#secretKeys;
   }
 
   /** The rule set in force, or undefined before the first one. */
@@ -154,8 +165,11 @@ export class DecisionCore implements SettleSink {
       const limit = limits[i]!;
       let clientKey: string | undefined;
       if (limit.clientBy === 'global') clientKey = GLOBAL_CLIENT_KEY;
-      else if (limit.clientBy === 'header')
-        clientKey = headerClientKey(facts.joinedHeader(limit.clientHeader!));
+      else if (limit.clientBy === 'header') {
+        const value = facts.joinedHeader(limit.clientHeader!);
+        // a credential is never written in clear, not even in a store key
+        clientKey = limit.clientSecret ? this.#secretKeys.clientKey(value) : headerClientKey(value);
+      } else if (limit.clientBy === 'jwt') clientKey = jwtClientKey(facts.claims?.(), limit.clientClaim!);
       clientKey ??= ipKey ??= ipClientKey(facts.clientIp());
       clientKeys[i] = clientKey;
       // no prefix: the store adds its own

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { normalizePath } from '../http/normalize-path.js';
+import { SecretClientKeys } from '../identity/secret-keys.js';
 import { checkRule } from '../rules/check.js';
 import { withDefaults } from '../rules/defaults.js';
 import { compileRules } from '../rules/match.js';
@@ -87,7 +88,12 @@ describe('compileExplainer', () => {
       rule: { id: search.id, name: 'search' },
       unlimited: false,
       limits: [
-        { name: 'burst', algorithm: 'token-bucket', clientKey: 'header:k-1' },
+        // x-api-key is a credential: explain shows its digest, as the gateway keys it
+        {
+          name: 'burst',
+          algorithm: 'token-bucket',
+          clientKey: new SecretClientKeys(undefined).clientKey('k-1'),
+        },
         { name: 'daily', algorithm: 'sliding-window', clientKey: 'ip:203.0.113.7' },
         { name: 'everyone', algorithm: 'token-bucket', clientKey: 'global' },
       ],

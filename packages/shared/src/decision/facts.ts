@@ -3,6 +3,7 @@
  * WebSocket handshake, explain) can tell about a request without the core knowing how it arrived.
  * The gateway's per-request context implements it directly (no object is built per request for it).
  */
+import type { VerifiedClaims } from '../identity/claims.js';
 import type { MatchRequest } from '../rules/match.js';
 
 export interface RequestFacts extends MatchRequest {
@@ -21,6 +22,11 @@ export interface RequestFacts extends MatchRequest {
   joinedHeader(lowercaseName: string): string | undefined;
   /** the client IP as TRUST_PROXY decides it (the socket peer unless proxies are trusted) */
   clientIp(): string | undefined;
+  /**
+   * the claims of the request's bearer token once a verifier accepted it; undefined without a token,
+   * with one that failed, or where no verifier ran (docs/rules.md, "Verified identity")
+   */
+  claims?(): VerifiedClaims | undefined;
 }
 
 /**

@@ -65,6 +65,10 @@ export interface LimitPlan {
   readonly slots: boolean;
   readonly clientBy: CompiledLimit['clientBy'];
   readonly clientHeader: string | undefined;
+  /** the header's value is a credential: keyed by its HMAC */
+  readonly clientSecret: boolean;
+  /** the verified claim of a `jwt` client */
+  readonly clientClaim: string | undefined;
   /** its item name in RateLimit headers: `"<rule>"` (v1) or `"<rule>.<limit>"` */
   readonly headerItem: string;
 }
@@ -119,6 +123,8 @@ export function planRule(compiled: CompiledRule, options: PlanOptions): RulePlan
       slots: slots !== undefined,
       clientBy: limit.clientBy,
       clientHeader: limit.clientHeader,
+      clientSecret: limit.clientSecret,
+      clientClaim: limit.clientClaim,
       headerItem: headerItemName(name, limit.name),
     };
   });

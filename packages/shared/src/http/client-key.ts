@@ -3,7 +3,8 @@
  * explain and the console show (docs/rules.md, "Clients").
  *
  * Keys carry a kind prefix so the kinds can never collide: `ip:203.0.113.7`, `ip:2001:db8:1:2::/64`
- * (IPv6 by its /64), `header:<value>`, `global`. A header limit's request without the header is keyed
+ * (IPv6 by its /64), `header:<value>` (`header:~<HMAC>` for a credential, identity/secret-keys.ts),
+ * `jwt:<claim value>` (identity/claims.ts), `global`. A header limit's request without the header is keyed
  * `ip:…`, exactly like an ip limit. A value longer than 256 bytes is replaced by its SHA-256 in hex.
  */
 import { createHash } from 'node:crypto';
@@ -14,7 +15,7 @@ export const MAX_CLIENT_KEY_BYTES = 256;
 export const GLOBAL_CLIENT_KEY = 'global';
 
 /** `<kind>:<value>`, with the value replaced by its SHA-256 (hex) when longer than MAX_CLIENT_KEY_BYTES. */
-export function boundedKey(kind: 'ip' | 'header', value: string): string {
+export function boundedKey(kind: 'ip' | 'header' | 'jwt', value: string): string {
   // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings need no byte count.
   if (value.length * 3 <= MAX_CLIENT_KEY_BYTES || Buffer.byteLength(value) <= MAX_CLIENT_KEY_BYTES) {
     return `${kind}:${value}`;

@@ -92,6 +92,17 @@ function checkMatch(match: RuleMatch, errors: Errors): void {
       seen.set(lower, name);
     }
   }
+  if (match.claims !== undefined) {
+    for (const name of Object.keys(match.claims)) {
+      if (isPrototypeHeaderName(name)) {
+        fail(
+          errors,
+          `match.claims.${name}`,
+          'is not allowed as a claim name (it names a property of every JavaScript object)',
+        );
+      }
+    }
+  }
   for (const key of ['clientIps', 'notClientIps'] as const) {
     match[key]?.forEach((value, i) => {
       const net = parseIpNet(value);
@@ -107,6 +118,19 @@ function checkClient(client: Client | undefined, at: string, errors: Errors): vo
   }
   if (client.by !== 'header' && client.name !== undefined) {
     fail(errors, `${at}.name`, `is only allowed when ${at}.by is "header"`);
+  }
+  if (client.by !== 'header' && client.secret !== undefined) {
+    fail(errors, `${at}.secret`, `is only allowed when ${at}.by is "header"`);
+  }
+  if (client.by !== 'jwt' && client.claim !== undefined) {
+    fail(errors, `${at}.claim`, `is only allowed when ${at}.by is "jwt"`);
+  }
+  if (client.claim !== undefined && isPrototypeHeaderName(client.claim)) {
+    fail(
+      errors,
+      `${at}.claim`,
+      'is not allowed as a claim name (it names a property of every JavaScript object)',
+    );
   }
   if (client.name !== undefined && isPrototypeHeaderName(client.name)) {
     fail(

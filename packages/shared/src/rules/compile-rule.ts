@@ -4,6 +4,8 @@
  * response, and its precedence key (match.ts indexes rules by it).
  */
 
+import { DEFAULT_CLIENT_CLAIM } from '../identity/claims.js';
+import { isSecretHeader } from '../identity/secret-keys.js';
 import { algorithmNamed, algorithmOf } from '../limiter/algorithms/index.js';
 import { headerItemName, policyItem } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
@@ -23,9 +25,13 @@ export interface CompiledLimit {
   readonly spec: LimitSpec;
   /** what one request takes from this limit: the limit's `cost`, else the rule's (1 for a limit that takes no cost) */
   readonly cost: number;
-  readonly clientBy: 'ip' | 'header' | 'global';
+  readonly clientBy: 'ip' | 'header' | 'global' | 'jwt';
   /** lowercase header name when `clientBy` is `header`, else undefined */
   readonly clientHeader: string | undefined;
+  /** a `header` client whose value is a credential: keyed `header:~<HMAC>` (identity/secret-keys.ts) */
+  readonly clientSecret: boolean;
+  /** the verified claim a `jwt` client is keyed by, else undefined */
+  readonly clientClaim: string | undefined;
   /** the name in RateLimit headers: `<rule>` for format 1, `<rule>.<limit>` for format 2 */
   readonly label: string;
   /**
@@ -74,6 +80,8 @@ export interface CompiledRule {
   readonly specificity: PathSpecificity;
   /** how many conditions the rule sets (precedence step 4) */
   readonly conditions: number;
+  /** it reads a verified token: a limit keyed by `jwt`, or `match.claims` / `match.authenticated` */
+  readonly usesIdentity: boolean;
 }
 
 /** A rule in the set cannot be compiled (it would have been rejected by the rules API). */
@@ -107,6 +115,9 @@ function compileLimit(rule: Rule, limit: RuleLimit, ruleCost: number): CompiledL
           : ruleCost,
     clientBy: limit.client.by,
     clientHeader: limit.client.by === 'header' ? limit.client.name?.toLowerCase() : undefined,
+    clientSecret:
+      limit.client.by === 'header' && isSecretHeader(limit.client.name ?? '', limit.client.secret),
+    clientClaim: limit.client.by === 'jwt' ? (limit.client.claim ?? DEFAULT_CLIENT_CLAIM) : undefined,
     label,
     // the numbers come from the one header-arithmetic module
     policyItem: policyItem(headerItemName(label, ''), spec),
@@ -168,5 +179,9 @@ export function compileRule(rule: Rule, index: number): CompiledRule {
     mode: 'mode' in rule && rule.mode === 'lease' ? 'lease' : 'exact',
     specificity: Object.freeze(pathSpecificity(rule.match.path)),
     conditions: ruleConditions(rule.match),
+    usesIdentity:
+      limits.some((limit) => limit.clientBy === 'jwt') ||
+      rule.match.claims !== undefined ||
+      rule.match.authenticated !== undefined,
   });
 }

@@ -3,6 +3,8 @@
  * CLI compares a rules file with. A limit's own defaults are its algorithm's (`withDefaults` of its
  * plug-in's rule format).
  */
+
+import { DEFAULT_CLIENT_CLAIM } from '../identity/claims.js';
 import { algorithmNamed, DEFAULT_ALGORITHM } from '../limiter/algorithms/index.js';
 import type { Client } from './fields.js';
 import type { RuleLimit, RuleLimitInput } from './limit-schema.js';
@@ -18,17 +20,30 @@ function matchWithDefaults(input: RuleMatch): RuleMatch {
       Object.entries(input.headers).map(([name, value]) => [name.toLowerCase(), value]),
     );
   }
+  if (input.claims !== undefined) {
+    match.claims = Object.fromEntries(
+      Object.entries(input.claims).map(([name, value]) => [name, Array.isArray(value) ? [...value] : value]),
+    );
+  }
+  if (input.authenticated !== undefined) match.authenticated = input.authenticated;
   if (input.clientIps !== undefined) match.clientIps = [...input.clientIps];
   if (input.notClientIps !== undefined) match.notClientIps = [...input.notClientIps];
   if (input.caseInsensitive !== undefined) match.caseInsensitive = input.caseInsensitive;
   return match;
 }
 
-/** `client` with its default (`ip`); a header name in lower case. */
+/**
+ * `client` with its default (`ip`); a header name in lower case (its `secret` kept only when written,
+ * so rules written before it existed read back unchanged); a `jwt` client's claim (default `sub`).
+ */
 export function clientWithDefaults(input: Client | undefined): Client {
-  return input?.by === 'header'
-    ? { by: 'header', name: (input.name ?? '').toLowerCase() }
-    : { by: input?.by ?? 'ip' };
+  if (input?.by === 'header') {
+    const client: Client = { by: 'header', name: (input.name ?? '').toLowerCase() };
+    if (input.secret !== undefined) client.secret = input.secret;
+    return client;
+  }
+  if (input?.by === 'jwt') return { by: 'jwt', claim: input.claim ?? DEFAULT_CLIENT_CLAIM };
+  return { by: input?.by ?? 'ip' };
 }
 
 /** A checked limit with its defaults, as its algorithm stores it. */

@@ -30,14 +30,29 @@ export const Duration = (description: string) =>
   );
 export const DURATION_WORDS = 'a duration like "500ms", "1s", "1m", "1h", "1d" or an integer of milliseconds';
 
-/** What a limit counts by: the client IP, a request header, or everyone together. */
+/** A top-level claim name of a JWT: visible ASCII (namespaced claims such as `https://x.io/plan` included). */
+export const CLAIM_NAME_PATTERN = '^[!-~]{1,128}$';
+
+/** What a limit counts by: the client IP, a request header, a verified JWT claim, or everyone together. */
 export const ClientSchema = Type.Object(
   {
-    by: Type.Enum(['ip', 'header', 'global']),
+    by: Type.Enum(['ip', 'header', 'global', 'jwt']),
     name: Type.Optional(
       Type.String({
         pattern: HEADER_NAME_PATTERN,
         description: 'header name, required when `by` is `header`',
+      }),
+    ),
+    secret: Type.Optional(
+      Type.Boolean({
+        description:
+          'with `by: "header"`: the value is a credential, keyed and shown only as `header:~<HMAC>` (default: true for authorization, proxy-authorization, cookie, x-api-key, api-key, x-auth-token)',
+      }),
+    ),
+    claim: Type.Optional(
+      Type.String({
+        pattern: CLAIM_NAME_PATTERN,
+        description: 'with `by: "jwt"`: the verified claim (string or number) to key by; default `sub`',
       }),
     ),
   },
@@ -80,5 +95,6 @@ export function durationWords(value: string | number): string {
 /** Whose requests a limit counts, for people: `per x-api-key`, `per client IP`, `for all clients together`. */
 export function clientWords(client: Client): string {
   if (client.by === 'header') return `per ${client.name}`;
+  if (client.by === 'jwt') return `per verified ${client.claim ?? 'sub'}`;
   return client.by === 'ip' ? 'per client IP' : 'for all clients together';
 }

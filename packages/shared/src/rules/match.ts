@@ -28,6 +28,9 @@
  * zero or more (`/a/**` matches `/a`, `/a/` and `/a/b/c`).
  * Headers: each `match.headers` entry holds only when the request carries that header exactly once with
  * exactly that value; a repeated header satisfies no condition (a client cannot pick the reading it likes).
+ * Identity: `match.authenticated` holds when the request has (true) or lacks (false) a verified
+ * bearer token; each `match.claims` entry when the verified token's claim equals one of its values
+ * (or, a list claim, contains one). An unverified token has no claims.
  * Client IPs: `clientIps` holds when the client IP is in one of the nets, `notClientIps` when it is in
  * none; an unknown IP never satisfies `clientIps` and always satisfies `notClientIps`.
  *
@@ -43,6 +46,7 @@
 
 import { canonicalRulePath } from '../http/normalize-path.js';
 import { pathSegments } from '../http/path-segments.js';
+import { type ClaimValue, claimMatches, claimOf, type VerifiedClaims } from '../identity/claims.js';
 import { type CompiledRule, compileRule } from './compile-rule.js';
 import { compileIpNets, type IpNetSet } from './ip-nets.js';
 import { HTTP_METHODS, type Rule } from './schema.js';
@@ -67,11 +71,18 @@ export interface MatchRequest {
   header?: (lowercaseName: string) => readonly string[] | undefined;
   /** the client IP as TRUST_PROXY decides it; called at most once per lookup, only when a candidate rule tests it */
   clientIp?: () => string | undefined;
+  /**
+   * the claims of the request's verified bearer token, undefined when it has none (or it failed
+   * verification); called at most once per lookup, only when a candidate rule tests identity
+   */
+  claims?: () => VerifiedClaims | undefined;
 }
 
 export interface CompiledRuleSet {
   /** the rule that applies to the request, or undefined (proxy without limit) */
   match(req: MatchRequest): CompiledRule | undefined;
+  /** some enabled rule reads a verified token (a `jwt` client, `match.claims`, `match.authenticated`) */
+  readonly usesIdentity: boolean;
   /** number of rules that can match (enabled rules) */
   readonly size: number;
   /** the enabled rules, compiled, in input order */
@@ -132,6 +143,10 @@ interface Entry {
   readonly headers: readonly string[] | undefined;
   readonly clientIps: IpNetSet | undefined;
   readonly notClientIps: IpNetSet | undefined;
+  /** [claim name, wanted value(s)] of `match.claims`; undefined when none */
+  readonly claims: ReadonlyArray<readonly [string, ClaimValue | readonly ClaimValue[]]> | undefined;
+  /** `match.authenticated`, undefined when the rule does not say */
+  readonly authenticated: boolean | undefined;
   readonly compiled: CompiledRule;
 }
 
@@ -163,6 +178,16 @@ class Lookup {
     }
     return this.ip;
   }
+
+  claimsRead = false;
+  verified: VerifiedClaims | undefined = undefined;
+  claims(): VerifiedClaims | undefined {
+    if (!this.claimsRead) {
+      this.claimsRead = true;
+      this.verified = this.req.claims?.();
+    }
+    return this.verified;
+  }
 }
 
 function accepts(entry: Entry, lookup: Lookup): boolean {
@@ -175,6 +200,19 @@ function accepts(entry: Entry, lookup: Lookup): boolean {
       // called as a method: a request's facts may be an object whose `header` reads its own fields
       const values = req.header(headers[i]!);
       if (values === undefined || values.length !== 1 || values[0] !== headers[i + 1]) return false;
+    }
+  }
+  if (entry.authenticated !== undefined || entry.claims !== undefined) {
+    // only a verified token's claims count (the front door never passes unverified ones)
+    const claims = lookup.claims();
+    if (entry.authenticated !== undefined && entry.authenticated !== (claims !== undefined)) return false;
+    const wanted = entry.claims;
+    if (wanted !== undefined) {
+      if (claims === undefined) return false;
+      for (let i = 0; i < wanted.length; i++) {
+        const [name, values] = wanted[i]!;
+        if (!claimMatches(claimOf(claims, name), values)) return false;
+      }
     }
   }
   if (entry.clientIps !== undefined || entry.notClientIps !== undefined) {
@@ -288,6 +326,13 @@ function trieEntryOf(compiled: CompiledRule): TrieEntry {
     headers: headers === undefined || headers.length === 0 ? undefined : Object.freeze(headers),
     clientIps: match.clientIps === undefined ? undefined : compileIpNets(match.clientIps),
     notClientIps: match.notClientIps === undefined ? undefined : compileIpNets(match.notClientIps),
+    claims:
+      match.claims === undefined
+        ? undefined
+        : Object.freeze(
+            Object.entries(match.claims).map(([name, value]) => Object.freeze([name, value] as const)),
+          ),
+    authenticated: match.authenticated,
     compiled,
   });
   const caseInsensitive = match.caseInsensitive === true;
@@ -355,5 +400,10 @@ export function compileRules(rules: readonly Rule[]): CompiledRuleSet {
     return best?.compiled;
   }
 
-  return Object.freeze({ match, size: compiledRules.length, rules: Object.freeze(compiledRules) });
+  return Object.freeze({
+    match,
+    size: compiledRules.length,
+    rules: Object.freeze(compiledRules),
+    usesIdentity: compiledRules.some((rule) => rule.usesIdentity),
+  });
 }

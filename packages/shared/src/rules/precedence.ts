@@ -27,6 +27,8 @@ export function ruleConditions(match: Rule['match']): number {
     (match.methods !== undefined && match.methods.length > 0 ? 1 : 0) +
     (match.host !== undefined ? 1 : 0) +
     (match.headers !== undefined ? Object.keys(match.headers).length : 0) +
+    (match.claims !== undefined ? Object.keys(match.claims).length : 0) +
+    (match.authenticated !== undefined ? 1 : 0) +
     (match.clientIps !== undefined ? 1 : 0) +
     (match.notClientIps !== undefined ? 1 : 0)
   );

@@ -17,11 +17,12 @@
 import Type, { type Static } from 'typebox';
 import { TOKEN_BUCKET_FIELDS } from '../limiter/algorithms/token-bucket/rule-format.js';
 import { MAX_DURATION_MS } from './duration.js';
-import { ClientSchema, HEADER_NAME_PATTERN, MAX_TOKENS, Tokens } from './fields.js';
+import { CLAIM_NAME_PATTERN, ClientSchema, HEADER_NAME_PATTERN, MAX_TOKENS, Tokens } from './fields.js';
 import { MAX_CLIENT_IPS } from './ip-nets.js';
 import { RuleLimitInputSchema, RuleLimitSchema } from './limit-schema.js';
 
 export {
+  CLAIM_NAME_PATTERN,
   type Client,
   ClientSchema,
   HEADER_NAME_PATTERN,
@@ -58,6 +59,11 @@ export const HEADER_VALUE_PATTERN = '^([!-~]+([ \\t]+[!-~]+)*)?$';
 export const MAX_LIMITS = 8;
 /** Most `match.headers` entries on one rule. */
 export const MAX_HEADER_CONDITIONS = 16;
+/** Most `match.claims` entries on one rule, and most values one entry lists. */
+export const MAX_CLAIM_CONDITIONS = 16;
+export const MAX_CLAIM_VALUES = 32;
+
+const ClaimScalar = Type.Union([Type.String({ maxLength: 256 }), Type.Number(), Type.Boolean()]);
 
 const IpList = (description: string) =>
   Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
@@ -100,6 +106,24 @@ export const RuleMatchSchema = Type.Object(
             'header name → exact value (name case-insensitive, value case-sensitive); the request must carry each header exactly once, with that value',
         },
       ),
+    ),
+    claims: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: CLAIM_NAME_PATTERN }),
+        Type.Union([ClaimScalar, Type.Array(ClaimScalar, { minItems: 1, maxItems: MAX_CLAIM_VALUES })]),
+        {
+          additionalProperties: false,
+          minProperties: 1,
+          maxProperties: MAX_CLAIM_CONDITIONS,
+          description:
+            'claim name → a value or a list of values: a verified token must carry the claim with one of them (a list claim such as `roles` must contain one)',
+        },
+      ),
+    ),
+    authenticated: Type.Optional(
+      Type.Boolean({
+        description: 'true: only requests with a verified bearer token; false: only requests without one',
+      }),
     ),
     clientIps: Type.Optional(IpList('IPv4/IPv6 addresses or CIDRs: the client IP must be in one of them')),
     notClientIps: Type.Optional(
