@@ -15,7 +15,7 @@
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Store } from '@sluice/shared';
+import { type Store, TokenVerifier } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import Fastify, {
   type FastifyBaseLogger,
@@ -32,6 +32,7 @@ import { fastifyTrustProxy, type GatewayConfig, type TrustFunction } from './con
 import { admitRequest } from './http/admission.js';
 import { bodyTooLargeMessage } from './http/answers.js';
 import { clientErrorResponse, errorBody } from './http/errors.js';
+import { identityHook } from './http/identity-hook.js';
 import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
 import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
@@ -79,6 +80,10 @@ export interface GatewayDeps {
    * SLOT_LEASE_MARGIN_MS, 5000); tests shorten it to watch renewals within seconds
    */
   slotLeaseMarginMs?: number;
+  /** at most one JWKS fetch per this many ms (default 30 s); tests rotate keys within seconds */
+  jwksCooldownMs?: number;
+  /** a JWKS older than this is fetched again in the background, ms (default 10 min) */
+  jwksMaxAgeMs?: number;
 }
 
 /**
@@ -156,6 +161,8 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       bodyLimitBytes: config.bodyLimitBytes,
     }),
   );
+  const verifier = createVerifier(config, metrics, log, deps);
+  proxy.addHook('onRequest', identityHook({ core: limiter.core, verifier, metrics }));
   proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
   proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes, config.upstreamTimeoutMs));
   const upstreamsRegistered = registerUpstreams(proxy, {
@@ -174,7 +181,13 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     metrics,
     offenders: offenders.log,
     isClosing,
+    adminToken: config.adminToken,
   });
+  if (config.clientKeySecret === undefined) {
+    log.warn(
+      'CLIENT_KEY_SECRET is not set: credential headers are keyed by their plain SHA-256, which anyone holding a guess can confirm',
+    );
+  }
 
   let closed: Promise<void> | undefined;
   return {
@@ -188,12 +201,20 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     async start() {
       await upstreamsRegistered;
       rules.start((snapshot) => {
+        if (snapshot.compiled.usesIdentity && verifier === undefined) {
+          log.warn(
+            { rulesVersion: snapshot.version },
+            'rules use a verified identity (jwt, match.claims, match.authenticated) but neither JWT_JWKS_URL nor JWT_SECRET is set: every request counts as unauthenticated',
+          );
+        }
         limiter.core.setRules(snapshot.compiled);
         metrics.rulesVersion.set(snapshot.version);
         metrics.rulesCount.set(snapshot.compiled.size);
         metrics.rulesLoaded.set(1);
         metrics.rulesConfirmedAtMs = Date.now();
       });
+      // the gateway is ready without its keys: tokens count as unauthenticated until they come
+      void verifier?.start();
       await waitForRedis(primary, config, log);
       if (deps.heartbeatMs !== 0) heartbeat?.start();
       if (deps.offendersFlushMs !== 0) offenders.flusher?.start();
@@ -308,6 +329,30 @@ function answerFastifyErrors(bodyLimitBytes: number, upstreamTimeoutMs: number) 
     }
     reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message, details));
   };
+}
+
+/** The bearer-token verifier JWT_* describe; undefined without JWT_JWKS_URL or JWT_SECRET. */
+function createVerifier(
+  config: GatewayConfig,
+  metrics: GatewayMetrics,
+  log: FastifyBaseLogger,
+  deps: GatewayDeps,
+): TokenVerifier | undefined {
+  if (config.jwt === undefined) return undefined;
+  const fetched = { ok: metrics.jwksFetches.labels('ok'), error: metrics.jwksFetches.labels('error') };
+  return new TokenVerifier(config.jwt, {
+    now: deps.now,
+    jwksCooldownMs: deps.jwksCooldownMs,
+    jwksMaxAgeMs: deps.jwksMaxAgeMs,
+    onJwksLoaded: () => fetched.ok.inc(),
+    onJwksError: (error) => {
+      fetched.error.inc();
+      log.warn(
+        { err: error, code: 'SLUICE_JWKS_UNAVAILABLE', jwksUrl: config.jwt?.jwksUrl },
+        'the JWKS could not be fetched: bearer tokens it would verify count as unauthenticated until it can',
+      );
+    },
+  });
 }
 
 function createRulesCache(

@@ -9,7 +9,10 @@ export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
 export * from './identity/claims.js';
+export * from './identity/identity-env.js';
+export { JwksUnavailableError } from './identity/jwks-keys.js';
 export * from './identity/secret-keys.js';
+export * from './identity/verifier.js';
 export {
   type Algorithm,
   type AlgorithmModel,

@@ -7,6 +7,7 @@ import { peekRedis, RedisStore } from '@sluice/shared/redis';
 import type { FastifyInstance } from 'fastify';
 import type { RulesSource } from '../rules/rules-source.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { requireAdminToken } from './admin-token.js';
 import { registerOffendersRoute } from './offenders/admin-route.js';
 import type { OffenderLog } from './offenders/offender-log.js';
 import { registerUsageRoute } from './usage.js';
@@ -21,6 +22,8 @@ export interface AdminRoutesOptions {
   offenders: OffenderLog;
   /** true once the gateway is shutting down (readiness fails first) */
   isClosing: () => boolean;
+  /** GATEWAY_ADMIN_TOKEN: /usage and /offenders require it as a bearer token when set */
+  adminToken?: string | undefined;
 }
 
 export function registerAdminRoutes(admin: FastifyInstance, options: AdminRoutesOptions): void {
@@ -40,10 +43,14 @@ export function registerAdminRoutes(admin: FastifyInstance, options: AdminRoutes
     return metrics.registry.metrics();
   });
   const currentRules = () => rules.current?.compiled;
+  // the answers that name clients (a credential's digest, an IP) are for the admin only
+  if (options.adminToken !== undefined)
+    requireAdminToken(admin, ['/usage', '/offenders'], options.adminToken);
   registerOffendersRoute(admin, { log: options.offenders, rules: currentRules });
   registerUsageRoute(admin, {
     rules: currentRules,
     planOf: (rule) => core.planOf(rule),
+    secretKeys: core.secretKeys,
     peek: async (checks) => {
       if (primary instanceof RedisStore) return peekRedis(primary.client, options.redisKeyPrefix, checks);
       if (primary instanceof MemoryStore) {

@@ -16,6 +16,7 @@ import {
   limitKey,
   MAX_CLIENT_KEY_BYTES,
   type RulePlan,
+  type SecretClientKeys,
   usageOf,
 } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
@@ -28,16 +29,18 @@ export interface UsageRouteOptions {
   planOf: (rule: CompiledRule) => RulePlan;
   /** each check's outcome now, charging nothing (peek.ts); rejects when the store cannot be read */
   peek: (checks: readonly LimitCheck[]) => Promise<LimitOutcome[]>;
+  /** how the core keys credential headers: a raw `header:<value>` is looked up by its digest */
+  secretKeys: SecretClientKeys;
 }
 
 /**
- * Whether `key` is a client key as the gateway writes it: `global`, `header:<value>` (at most 256
- * bytes, else its SHA-256), or `ip:<address>` in the gateway's canonical form (IPv6 as its /64).
+ * Whether `key` is a client key as the gateway writes it: `global`, `header:<value>` or
+ * `jwt:<claim value>` (at most 256 bytes, else its SHA-256), or `ip:<address>` in the gateway's canonical form (IPv6 as its /64).
  */
 export function isClientKey(key: string): boolean {
   if (key === GLOBAL_CLIENT_KEY) return true;
-  if (key.startsWith('header:')) {
-    const value = key.slice('header:'.length);
+  if (key.startsWith('header:') || key.startsWith('jwt:')) {
+    const value = key.slice(key.indexOf(':') + 1);
     return value !== '' && Buffer.byteLength(value) <= MAX_CLIENT_KEY_BYTES && !/[\r\n\0]/.test(value);
   }
   if (key.startsWith('ip:')) {
@@ -54,18 +57,27 @@ export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOp
       reply.code(400);
       return errorBody(
         'SLUICE_ADMIN_BAD_QUERY',
-        'expected ?rule=<rule name>&client=<client key: ip:<address>, header:<value> or global>',
+        'expected ?rule=<rule name>&client=<client key: ip:<address>, header:<value>, jwt:<claim value> or global>',
       );
     }
     const found = adminRule(options.rules(), name, reply);
     if ('answer' in found) return found.answer;
     const rule = options.planOf(found.rule);
+    // a credential is looked up by its digest, as the core keys it: the admin may type the raw value
+    const keyOf = (secret: boolean) => options.secretKeys.lookupKey(client, secret);
     // a global limit counts everyone under one key, whoever asks
     const checks: LimitCheck[] = rule.limits.map((limit) => ({
-      key: limitKey('', rule.id, limit.keyName, limit.clientBy === 'global' ? GLOBAL_CLIENT_KEY : client),
+      key: limitKey(
+        '',
+        rule.id,
+        limit.keyName,
+        limit.clientBy === 'global' ? GLOBAL_CLIENT_KEY : keyOf(limit.clientSecret),
+      ),
       spec: limit.spec,
       cost: limit.cost,
     }));
+    // the answer never repeats a credential in clear
+    const shown = rule.limits.some((limit) => limit.clientSecret) ? keyOf(true) : client;
     let outcomes: LimitOutcome[];
     try {
       outcomes = await options.peek(checks);
@@ -76,7 +88,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: UsageRouteOp
     }
     return {
       rule: name,
-      client,
+      client: shown,
       limits: rule.limits.map((limit, i) => {
         const usage = usageOf(limit.spec, outcomes[i]!);
         return {

@@ -15,6 +15,9 @@ import {
   envText,
   envUrl,
   got,
+  IDENTITY_ENV,
+  identityConfig,
+  type JwtConfig,
   LOG_LEVEL_VAR,
   normalizeHost,
   normalizePath,
@@ -101,6 +104,12 @@ export interface GatewayConfig {
   leaseMs: number;
   /** most buckets in the in-process store (no Redis, or the `local` fallback) */
   localStoreMaxKeys: number;
+  /** how bearer tokens are verified (JWT_*); undefined: every request is unauthenticated */
+  jwt: JwtConfig | undefined;
+  /** CLIENT_KEY_SECRET: the HMAC key of credential client keys; undefined: plain SHA-256 (warned) */
+  clientKeySecret: string | undefined;
+  /** GATEWAY_ADMIN_TOKEN: the bearer token /usage and /offenders require; undefined: open */
+  adminToken: string | undefined;
 }
 
 const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
@@ -293,6 +302,12 @@ export const GATEWAY_ENV = {
     min: 1,
     max: 100_000_000,
   }),
+  ...IDENTITY_ENV,
+  GATEWAY_ADMIN_TOKEN: envText({
+    description:
+      'when set, the admin answers that name clients (/usage, /offenders) require it as a bearer token; /healthz, /readyz and /metrics stay open',
+    secret: true,
+  }),
 };
 
 /** Reads and checks the environment. Throws `ConfigError` listing every bad variable. */
@@ -343,6 +358,7 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     );
   }
 
+  const identity = identityConfig(reading);
   const v = reading.values();
   return {
     port: v.PORT,
@@ -371,6 +387,9 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     denialCacheSize: v.DENIAL_CACHE_SIZE,
     leaseMs: v.LEASE_MS,
     localStoreMaxKeys: v.LOCAL_STORE_MAX_KEYS,
+    jwt: identity.jwt,
+    clientKeySecret: identity.clientKeySecret,
+    adminToken: v.GATEWAY_ADMIN_TOKEN,
   };
 }
 

@@ -48,6 +48,8 @@ export const GATEWAY_ERRORS = {
   SLUICE_INTERNAL: 500,
   /** admin port (`/offenders`, `/usage`): a query parameter missing or out of range */
   SLUICE_ADMIN_BAD_QUERY: 400,
+  /** admin port (`/offenders`, `/usage`): GATEWAY_ADMIN_TOKEN is set and the request did not carry it */
+  SLUICE_ADMIN_UNAUTHORIZED: 401,
   /** admin port (`/offenders`, `/usage`): no enabled rule of that name in the gateway's rule set */
   SLUICE_RULE_NOT_FOUND: 404,
 } as const;

@@ -12,7 +12,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { Exchange, RequestFacts } from '@sluice/shared';
+import type { Exchange, RequestFacts, VerifiedClaims } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
 
 declare module 'fastify' {
@@ -30,6 +30,8 @@ export class RequestContext implements RequestFacts {
   limited = false;
   /** the admitted request's settle handle (its rule settles slots, a charge or a refund) */
   exchange: Exchange | undefined = undefined;
+  /** the claims of its bearer token once the identity hook verified it (identity-hook.ts) */
+  verified: VerifiedClaims | undefined = undefined;
   /** the client's side is over: its response was sent, or the client went away */
   #clientDone = false;
   /** the upstream request (or WebSocket) of a held exchange while it runs */
@@ -60,6 +62,10 @@ export class RequestContext implements RequestFacts {
 
   clientIp(): string | undefined {
     return this.clientAddress;
+  }
+
+  claims(): VerifiedClaims | undefined {
+    return this.verified;
   }
 
   /** The exchange ends once the client's side (`response` closes) and the upstream's side are over. */

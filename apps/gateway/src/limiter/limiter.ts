@@ -12,6 +12,7 @@ import {
   LeaseManager,
   LimiterEvents,
   MemoryStore,
+  SecretClientKeys,
   type Store,
 } from '@sluice/shared';
 import type { FastifyBaseLogger } from 'fastify';
@@ -87,6 +88,7 @@ export function createLimiter({
     slotLeaseMs: config.upstreamTimeoutMs + slotLeaseMarginMs,
     // slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request
     slotIdPrefix: `${randomUUID()}:`,
+    secretKeys: new SecretClientKeys(config.clientKeySecret),
   });
   return { core, store, events, leases, denials };
 }

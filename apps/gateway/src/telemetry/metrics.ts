@@ -208,6 +208,20 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly tokenVerifications = new Counter({
+    name: 'sluice_jwt_verifications_total',
+    help: 'Bearer tokens checked by signature (cached ones are not counted), by result: ok or why it failed (expired, bad_signature, unknown_key, jwks_unavailable, …)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly jwksFetches = new Counter({
+    name: 'sluice_jwks_fetches_total',
+    help: 'Fetches of JWT_JWKS_URL by result (ok, error); while it fails, tokens it would verify count as unauthenticated',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   /** The decision core's counters, as request cells of `sluice_requests_total`. */
   decisionMeter(): DecisionMeter {
     return {
