@@ -348,7 +348,7 @@ function createVerifier(
     onJwksError: (error) => {
       fetched.error.inc();
       log.warn(
-        { err: error, code: 'SLUICE_JWKS_UNAVAILABLE', jwksUrl: config.jwt?.jwksUrl },
+        { err: error, jwksUrl: config.jwt?.jwksUrl },
         'the JWKS could not be fetched: bearer tokens it would verify count as unauthenticated until it can',
       );
     },

@@ -46,6 +46,7 @@ export const IDENTITY_ENV = {
     description:
       'the signature algorithms accepted (default RS256,ES256,EdDSA with JWT_JWKS_URL, HS256 with JWT_SECRET); none is never accepted',
     accepts: `comma-separated, of ${JWT_ALGORITHMS.join(' ')}`,
+    defaultText: 'RS256,ES256,EdDSA or HS256',
     parse: (raw): Parsed<string[]> => {
       const names = raw
         .split(',')

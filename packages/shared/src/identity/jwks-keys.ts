@@ -60,6 +60,18 @@ export class JwksKeys {
     return this.#pending;
   }
 
+  /** Starts a background fetch when the set is older than its max age (and the cool-down allows). */
+  refreshIfStale(): void {
+    const now = this.options.now();
+    if (
+      this.#pending === undefined &&
+      now - this.#loadedAtMs >= this.options.maxAgeMs &&
+      now - this.#lastAttemptMs >= this.options.cooldownMs
+    ) {
+      void this.refresh();
+    }
+  }
+
   /** The key for a token's protected header: what `jwtVerify` calls. */
   key = async (header: JWSHeaderParameters, token: Parameters<LocalSet>[1]) => {
     const now = this.options.now();
@@ -70,7 +82,7 @@ export class JwksKeys {
       return this.#loadedSet()(header, token);
     }
     // stale: fetched again in the background; this token is checked against the set at hand
-    if (mayFetch && now - this.#loadedAtMs >= this.options.maxAgeMs) void this.refresh();
+    this.refreshIfStale();
     try {
       return await this.#local(header, token);
     } catch (error) {

@@ -140,8 +140,13 @@ export class TokenVerifier {
     return this.#jwks?.refresh() ?? Promise.resolve();
   }
 
-  /** The claims of a token verified before and still valid: one map lookup, no signature check. */
+  /**
+   * The claims of a token verified before and still valid: one map lookup, no signature check. A
+   * stale JWKS is fetched again in the background even when every token is cached, so a key that
+   * left the set stops verifying (the fetch empties the cache when the set changed).
+   */
   cached(token: string): VerifiedClaims | undefined {
+    this.#jwks?.refreshIfStale();
     return this.#cache.get(token);
   }
 
