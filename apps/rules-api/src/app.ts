@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import AjvCompiler from '@fastify/ajv-compiler';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { SecretClientKeys, TokenVerifier } from '@sluice/shared';
 import { openAnalyticsRedis } from '@sluice/shared/redis';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
@@ -185,7 +186,17 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     authDisabled: config.authDisabled,
   };
   await app.register(rulesRoutes, { repository, snapshots, auth });
-  await app.register(explainRoutes, { snapshots, auth });
+  if (config.clientKeySecret === undefined) {
+    app.log.warn(
+      "CLIENT_KEY_SECRET is not set: explain keys credential headers by their plain SHA-256 (set the gateways' CLIENT_KEY_SECRET here too)",
+    );
+  }
+  await app.register(explainRoutes, {
+    snapshots,
+    auth,
+    verifier: config.jwt === undefined ? undefined : new TokenVerifier(config.jwt),
+    secretKeys: new SecretClientKeys(config.clientKeySecret),
+  });
   await app.register(consoleRoutes);
   const analytics =
     config.redisUrl !== undefined || config.redisClusterNodes !== undefined
@@ -198,6 +209,7 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     redis: analytics,
     keyPrefix: config.redisKeyPrefix,
     gateways: config.analyticsGateways,
+    gatewayAdminToken: config.gatewayAdminToken,
   });
 
   return app;

@@ -12,6 +12,9 @@ import {
   envSeedList,
   envText,
   envUrl,
+  IDENTITY_ENV,
+  identityConfig,
+  type JwtConfig,
   LOG_LEVEL_VAR,
   LOG_LEVELS,
   type LogLevel,
@@ -48,6 +51,12 @@ export interface Config {
   redisKeyPrefix: string;
   /** gateway admin base URLs asked for top offenders when no Redis is configured (the embedded demo) */
   analyticsGateways: string[] | undefined;
+  /** GATEWAY_ADMIN_TOKEN: sent to ANALYTICS_GATEWAYS as a bearer token */
+  gatewayAdminToken: string | undefined;
+  /** JWT_*: how explain verifies a bearer token, as a gateway would; undefined: it cannot */
+  jwt: JwtConfig | undefined;
+  /** CLIENT_KEY_SECRET: how explain keys a credential header, as the gateways do */
+  clientKeySecret: string | undefined;
 }
 
 /** A bearer token travels in one header value: printable ASCII without spaces (RFC 6750 b64token-ish). */
@@ -134,6 +143,12 @@ export const RULES_API_ENV = {
     accepts: 'comma-separated http:// or https:// URLs',
     parse: parseGatewayUrls,
   }),
+  ...IDENTITY_ENV,
+  GATEWAY_ADMIN_TOKEN: envText({
+    description:
+      "the gateways' GATEWAY_ADMIN_TOKEN: sent as a bearer token when asking ANALYTICS_GATEWAYS for top offenders",
+    secret: true,
+  }),
 };
 
 /** `http://a:9090, http://b:9090/` → `['http://a:9090', 'http://b:9090']` (no trailing slash). */
@@ -177,6 +192,7 @@ export function loadConfig(env: EnvSource): Config {
     reading.report('REDIS_KEY_PREFIX', 'must be 1 to 64 of the characters A-Z a-z 0-9 : . _ - /');
   }
 
+  const identity = identityConfig(reading);
   const v = reading.values();
   return {
     port: v.PORT,
@@ -195,5 +211,8 @@ export function loadConfig(env: EnvSource): Config {
     redisClusterNodes: v.REDIS_CLUSTER_NODES,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,
     analyticsGateways: v.ANALYTICS_GATEWAYS,
+    gatewayAdminToken: v.GATEWAY_ADMIN_TOKEN,
+    jwt: identity.jwt,
+    clientKeySecret: identity.clientKeySecret,
   };
 }

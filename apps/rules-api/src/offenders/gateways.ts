@@ -29,12 +29,16 @@ export interface AskGatewaysOptions {
   ruleName: string;
   minutes: number;
   timeoutMs?: number;
+  /** GATEWAY_ADMIN_TOKEN, sent as a bearer token */
+  adminToken?: string | undefined;
 }
 
 export async function readGatewayOffenders(options: AskGatewaysOptions): Promise<GatewaysOffenders> {
   const timeoutMs = options.timeoutMs ?? GATEWAY_TIMEOUT_MS;
   const answers = await Promise.all(
-    options.gateways.map((url) => askGateway(url, options.ruleName, options.minutes, timeoutMs)),
+    options.gateways.map((url) =>
+      askGateway(url, options.ruleName, options.minutes, timeoutMs, options.adminToken),
+    ),
   );
   const answered: string[] = [];
   const skipped: SkippedGateway[] = [];
@@ -67,10 +71,14 @@ async function askGateway(
   ruleName: string,
   minutes: number,
   timeoutMs: number,
+  adminToken: string | undefined,
 ): Promise<{ items: OffenderItem[] } | { reason: string }> {
   const url = `${baseUrl}/offenders?${new URLSearchParams({ rule: ruleName, minutes: String(minutes) })}`;
   try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    const response = await fetch(url, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: adminToken === undefined ? {} : { authorization: `Bearer ${adminToken}` },
+    });
     const body: unknown = await response.json().catch(() => undefined);
     // A gateway without this rule enabled (disabled, or not refreshed yet) saw no denials under it.
     if (response.status === 404 && errorCode(body) === 'SLUICE_RULE_NOT_FOUND') return { items: [] };

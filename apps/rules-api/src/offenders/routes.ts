@@ -33,6 +33,8 @@ export interface OffendersRoutesOptions {
   gateways?: readonly string[] | undefined;
   /** each gateway's bound, ms (default 2 s) */
   gatewayTimeoutMs?: number;
+  /** GATEWAY_ADMIN_TOKEN: the gateways' admin answers need it when they have one */
+  gatewayAdminToken?: string | undefined;
   /** wall clock, ms since the epoch */
   nowMs?: () => number;
 }
@@ -98,6 +100,7 @@ export const offendersRoutes: FastifyPluginAsync<OffendersRoutesOptions> = async
         ruleName: rule.name,
         minutes,
         ...(options.gatewayTimeoutMs === undefined ? {} : { timeoutMs: options.gatewayTimeoutMs }),
+        adminToken: options.gatewayAdminToken,
       });
       const unanswered = skipped.map(({ url, reason }) => `${url} (${reason})`).join(', ');
       if (skipped.length === options.gateways.length) {

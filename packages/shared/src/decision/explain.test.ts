@@ -161,6 +161,7 @@ describe('compileExplainer', () => {
       unlimited: false,
       limits: [],
       considered: [],
+      identity: { authenticated: false, reason: 'no bearer token' },
     });
   });
 

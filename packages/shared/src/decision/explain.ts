@@ -16,6 +16,8 @@
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey } from '../http/client-key.js';
 import { type HostErrorCode, normalizeHost } from '../http/normalize-host.js';
 import { normalizePath, type PathErrorCode } from '../http/normalize-path.js';
+import { claimOf, type VerifiedClaims } from '../identity/claims.js';
+import { SecretClientKeys } from '../identity/secret-keys.js';
 import {
   type CompiledLimit,
   type CompiledRule,
@@ -40,7 +42,14 @@ export interface ExplainRequest {
   headers?: Record<string, string | readonly string[]> | undefined;
   /** the client IP the gateway would see (after TRUST_PROXY) */
   clientIp?: string | undefined;
+  /** what verifying the request's bearer token gave (the caller verifies; absent: unauthenticated) */
+  identity?: ExplainedIdentity | undefined;
 }
+
+/** Whether the request has a verified identity: its claims, or why not. */
+export type ExplainedIdentity =
+  | { authenticated: true; claims: VerifiedClaims }
+  | { authenticated: false; reason: string; message?: string };
 
 export interface ExplainedLimit {
   name: string;
@@ -66,6 +75,8 @@ export interface Explanation {
   unlimited: boolean;
   limits: ExplainedLimit[];
   considered: ConsideredRule[];
+  /** the verified claims the rules were matched and keyed with, or why there were none */
+  identity: ExplainedIdentity;
 }
 
 export interface RuleExplainer {
@@ -116,10 +127,14 @@ interface Probes {
   headers: Array<[string, string, CompiledRuleSet]>;
   clientIps: CompiledRuleSet | undefined;
   notClientIps: CompiledRuleSet | undefined;
+  authenticated: CompiledRuleSet | undefined;
+  /** per `match.claims` entry: [claim name, wanted, probe] */
+  claims: Array<[string, unknown, CompiledRuleSet]>;
 }
 
 function probesOf(rule: Rule): Probes {
-  const { path, caseInsensitive, methods, host, headers, clientIps, notClientIps } = rule.match;
+  const { path, caseInsensitive, methods, host, headers, clientIps, notClientIps, authenticated, claims } =
+    rule.match;
   const base = caseInsensitive === undefined ? { path } : { path, caseInsensitive };
   return {
     path: probe(rule, base),
@@ -132,6 +147,12 @@ function probesOf(rule: Rule): Probes {
     ]),
     clientIps: clientIps === undefined ? undefined : probe(rule, { ...base, clientIps }),
     notClientIps: notClientIps === undefined ? undefined : probe(rule, { ...base, notClientIps }),
+    authenticated: authenticated === undefined ? undefined : probe(rule, { ...base, authenticated }),
+    claims: Object.entries(claims ?? {}).map(([name, wanted]) => [
+      name,
+      wanted,
+      probe(rule, { ...base, claims: { [name]: wanted } }),
+    ]),
   };
 }
 
@@ -174,6 +195,19 @@ function failedCondition(
   }
   const failed = probes.headers.find(([, , p]) => p.match(facts) === undefined);
   if (failed !== undefined) return headerReason(failed[0], failed[1], facts.header(failed[0]));
+  const verified = facts.claims?.();
+  if (probes.authenticated !== undefined && probes.authenticated.match(facts) === undefined) {
+    return verified === undefined
+      ? 'no verified bearer token'
+      : 'a verified bearer token (the rule wants none)';
+  }
+  const claim = probes.claims.find(([, , p]) => p.match(facts) === undefined);
+  if (claim !== undefined) {
+    const [name, wanted] = claim;
+    if (verified === undefined) return `claim ${name} needs a verified bearer token`;
+    const actual = claimOf(verified, name);
+    return `claim ${name} is ${actual === undefined ? 'absent' : JSON.stringify(actual)}, not ${JSON.stringify(wanted)}`;
+  }
   if (probes.clientIps !== undefined && probes.clientIps.match(facts) === undefined) {
     return clientIp === undefined ? 'client IP unknown, so not in clientIps' : 'client IP not in clientIps';
   }
@@ -191,8 +225,10 @@ function refused(
   message: string,
   path: string | null,
   host: string | null,
+  identity: ExplainedIdentity,
 ): Explanation {
   return {
+    identity,
     path,
     error: { statusCode: 400, code, message },
     host,
@@ -207,9 +243,13 @@ function refused(
  * Compiles a rule set for explaining (once per rule-set version: probes are built lazily per rule and kept).
  * Throws `RuleCompileError` like `compileRules` when an enabled rule cannot be compiled.
  */
-export function compileExplainer(rules: readonly Rule[]): RuleExplainer {
+export function compileExplainer(
+  rules: readonly Rule[],
+  options: { secretKeys?: SecretClientKeys } = {},
+): RuleExplainer {
   const ruleSet = compileRules(rules);
-  const core = new DecisionCore();
+  // credentials are keyed (and shown) as the gateways sharing CLIENT_KEY_SECRET key them
+  const core = new DecisionCore({ secretKeys: options.secretKeys ?? new SecretClientKeys(undefined) });
   core.setRules(ruleSet);
   const compiledById = new Map(ruleSet.rules.map((c) => [c.id, c]));
   const probeCache = new Map<string, Probes | null>();
@@ -228,10 +268,14 @@ export function compileExplainer(rules: readonly Rule[]): RuleExplainer {
   };
 
   function explain(request: ExplainRequest): Explanation {
+    const identity: ExplainedIdentity = request.identity ?? {
+      authenticated: false,
+      reason: 'no bearer token',
+    };
     const target = normalizePath(request.path);
-    if (!target.ok) return refused(target.code, target.message, null, null);
+    if (!target.ok) return refused(target.code, target.message, null, null, identity);
     const host = normalizeHost(request.host);
-    if (!host.ok) return refused(host.code, host.message, target.path, null);
+    if (!host.ok) return refused(host.code, host.message, target.path, null, identity);
     const hostName = host.host === '' ? undefined : host.host;
 
     const lines = new Map<string, string[]>();
@@ -244,6 +288,7 @@ export function compileExplainer(rules: readonly Rule[]): RuleExplainer {
             `header ${key} holds a control character: the gateway refuses the request`,
             target.path,
             hostName ?? null,
+            identity,
           );
         }
         const list = lines.get(key) ?? [];
@@ -259,6 +304,7 @@ export function compileExplainer(rules: readonly Rule[]): RuleExplainer {
       header: (name) => lines.get(name),
       joinedHeader: (name) => joinedHeaderValue(name, lines.get(name)),
       clientIp: () => clientIp,
+      claims: () => (identity.authenticated ? identity.claims : undefined),
     };
     const decision = core.decide(facts, PREVIEW);
     const chosen =
@@ -311,6 +357,7 @@ export function compileExplainer(rules: readonly Rule[]): RuleExplainer {
             }))
           : [],
       considered: considered.slice(0, MAX_CONSIDERED).map(({ rank: _, ...entry }) => entry),
+      identity,
     };
   }
 

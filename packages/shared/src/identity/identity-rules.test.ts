@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DecisionCore, PREVIEW } from '../decision/core.js';
+import { compileExplainer } from '../decision/explain.js';
 import type { RequestFacts } from '../decision/facts.js';
 import { checkRule } from '../rules/check.js';
 import { withDefaults } from '../rules/defaults.js';
@@ -216,5 +217,61 @@ describe('secret client keys', () => {
     const sha = createHash('sha256').update('k1').digest('hex').slice(0, 24);
     expect(keys.clientKey('k1')).toBe(`header:~${sha}`);
     expect(isSecretClientKey(keys.clientKey('k1')!)).toBe(true);
+  });
+});
+
+describe('explain with an identity', () => {
+  const rules = [
+    stored({ name: 'plain', match: { path: '/api/**' }, client: { by: 'jwt' }, limit: bucket }),
+    stored({
+      name: 'pro',
+      match: { path: '/api/**', claims: { plan: 'pro' } },
+      client: { by: 'jwt' },
+      limit: bucket,
+    }),
+    stored({ name: 'members', match: { path: '/api/**', authenticated: true }, limit: bucket }),
+    stored({
+      name: 'keyed',
+      match: { path: '/keys/**' },
+      client: { by: 'header', name: 'x-api-key' },
+      limit: bucket,
+    }),
+  ];
+  const explainer = compileExplainer(rules, { secretKeys: new SecretClientKeys('explain') });
+
+  it('keys and matches with the verified claims it was given, and says why others failed', () => {
+    const result = explainer.explain({
+      method: 'GET',
+      path: '/api/x',
+      identity: { authenticated: true, claims: { sub: 'alice', plan: 'free' } },
+    });
+    expect(result.rule?.name).toBe('members');
+    expect(result.identity).toEqual({ authenticated: true, claims: { sub: 'alice', plan: 'free' } });
+    expect(result.considered.find((c) => c.name === 'pro')?.reason).toBe('claim plan is "free", not "pro"');
+  });
+
+  it('without a verified token: keyed by IP, and the claim conditions say they need one', () => {
+    const result = explainer.explain({
+      method: 'GET',
+      path: '/api/x',
+      clientIp: '203.0.113.9',
+      identity: { authenticated: false, reason: 'expired' },
+    });
+    expect(result.rule?.name).toBe('plain');
+    expect(result.limits[0]?.clientKey).toBe('ip:203.0.113.9');
+    expect(result.considered.find((c) => c.name === 'pro')?.reason).toBe(
+      'claim plan needs a verified bearer token',
+    );
+    expect(result.considered.find((c) => c.name === 'members')?.reason).toBe('no verified bearer token');
+  });
+
+  it('shows a credential header only by its HMAC under CLIENT_KEY_SECRET', () => {
+    const result = explainer.explain({
+      method: 'GET',
+      path: '/keys/x',
+      headers: { 'X-Api-Key': 'sk_raw_1' },
+    });
+    expect(result.limits[0]?.clientKey).toBe(new SecretClientKeys('explain').clientKey('sk_raw_1'));
+    expect(JSON.stringify(result)).not.toContain('sk_raw_1');
   });
 });
