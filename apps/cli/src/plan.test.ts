@@ -218,6 +218,48 @@ describe('changedFields on stacked rules (limits)', () => {
   });
 });
 
+describe('changedFields on identity (jwt clients, claims, secret headers)', () => {
+  const tiered: RuleInput = {
+    name: 'tiered',
+    match: { path: '/api/**', claims: { plan: 'pro', roles: ['admin', 'ops'] }, authenticated: true },
+    limits: [{ name: 'per-sub', client: { by: 'jwt' }, capacity: 10, refill: 10, period: '1m' }],
+  };
+
+  it('round-trips claims, authenticated and a jwt client with no change', () => {
+    expect(changedFields(tiered, stored(tiered))).toEqual([]);
+    const spelled: RuleInput = {
+      ...tiered,
+      match: { ...tiered.match, claims: { roles: ['ops', 'admin'], plan: 'pro' } },
+      limits: [{ ...tiered.limits![0]!, client: { by: 'jwt', claim: 'sub' } }],
+    };
+    expect(changedFields(spelled, stored(tiered))).toEqual([]);
+  });
+
+  it('names a changed claim value, claim list, authenticated and the claim a limit keys by', () => {
+    const changed: RuleInput = {
+      ...tiered,
+      match: { path: '/api/**', claims: { plan: 'enterprise', roles: ['admin'] } },
+      limits: [{ ...tiered.limits![0]!, client: { by: 'jwt', claim: 'org_id' } }],
+    };
+    expect(changedFields(changed, stored(tiered))).toEqual([
+      'match.claims.plan',
+      'match.claims.roles',
+      'match.authenticated',
+      'limits.per-sub.client',
+    ]);
+  });
+
+  it('names a header client whose value stops being a secret, not one that says its default', () => {
+    const keyed: RuleInputV1 = { ...perIp, client: { by: 'header', name: 'x-api-key' } };
+    expect(
+      changedFields({ ...keyed, client: { by: 'header', name: 'x-api-key', secret: true } }, stored(keyed)),
+    ).toEqual([]);
+    expect(
+      changedFields({ ...keyed, client: { by: 'header', name: 'x-api-key', secret: false } }, stored(keyed)),
+    ).toEqual(['client']);
+  });
+});
+
 describe('changedFields on exemptions (unlimited)', () => {
   const partner: RuleInput = {
     name: 'partner',

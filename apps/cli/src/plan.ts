@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import {
   algorithmNamed,
   type Client,
+  isSecretHeader,
   parseDuration,
   type Rule,
   type RuleFields,
@@ -74,6 +75,13 @@ function comparable(fields: RuleFields): Record<string, Meaning> {
   for (const [name, value] of Object.entries(fields.match.headers ?? {})) {
     out[`match.headers.${name.toLowerCase()}`] = value;
   }
+  // a list of wanted values is a set: its order does not matter
+  for (const [name, value] of Object.entries(fields.match.claims ?? {})) {
+    out[`match.claims.${name}`] = JSON.stringify(
+      Array.isArray(value) ? [...new Set(value.map((v) => JSON.stringify(v)))].sort() : value,
+    );
+  }
+  out['match.authenticated'] = fields.match.authenticated;
   Object.assign(out, {
     'match.clientIps': ipSet(fields.match.clientIps),
     'match.notClientIps': ipSet(fields.match.notClientIps),
@@ -115,8 +123,14 @@ function comparable(fields: RuleFields): Record<string, Meaning> {
   return out;
 }
 
+/** What a client keys by: a header (and whether its value is a credential, written or by default), a claim. */
 function clientMeaning(client: Client): string {
-  return client.by === 'header' ? `header:${(client.name ?? '').toLowerCase()}` : client.by;
+  if (client.by === 'header') {
+    const name = (client.name ?? '').toLowerCase();
+    return `header:${name}${isSecretHeader(name, client.secret) ? ':secret' : ''}`;
+  }
+  if (client.by === 'jwt') return `jwt:${client.claim ?? 'sub'}`;
+  return client.by;
 }
 
 /** An IP list as a set: order, repeats and the spelling of a single address (`/32`, `/128`, hex case) do not matter. */

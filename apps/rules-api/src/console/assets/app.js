@@ -95,6 +95,12 @@ function matchText(match) {
   if (match.methods?.length) parts.push(match.methods.join(','));
   if (match.host) parts.push(`host ${match.host}`);
   if (match.headers) parts.push(`${Object.keys(match.headers).length} header cond.`);
+  if (match.claims) {
+    for (const [name, wanted] of Object.entries(match.claims)) {
+      parts.push(`claim ${name}=${[].concat(wanted).join('|')}`);
+    }
+  }
+  if (match.authenticated !== undefined) parts.push(match.authenticated ? 'authenticated' : 'anonymous');
   if (match.clientIps) parts.push('clientIps');
   if (match.notClientIps) parts.push('notClientIps');
   return parts.join(' · ');
@@ -489,6 +495,19 @@ function explanationNodes(result) {
           ],
     ),
   ];
+  // which verified identity the rules were matched and keyed with (JWT_* on the rules API)
+  const identity = result.identity;
+  if (identity !== undefined) {
+    nodes.push(
+      el(
+        'p',
+        { id: 'explain-identity' },
+        identity.authenticated
+          ? ['Verified token, claims: ', el('code', {}, JSON.stringify(identity.claims))]
+          : `Unauthenticated (${identity.reason}${identity.message ? `: ${identity.message}` : ''}): keyed by IP, no claim matches.`,
+      ),
+    );
+  }
   if (result.limits.length > 0) {
     nodes.push(
       el(
