@@ -66,8 +66,8 @@ export class RequestContext implements RequestFacts {
   hold(exchange: Exchange, response: ServerResponse): void {
     this.exchange = exchange;
     // the client may have gone while the store decided: 'close' has been emitted already
-    if (response.closed) this.#clientClosed();
-    else response.once('close', () => this.#clientClosed());
+    if (response.closed) this.#clientClosed(response);
+    else response.once('close', () => this.#clientClosed(response));
   }
 
   /** true once the client's side is over (the response sent, or the client gone) */
@@ -98,8 +98,11 @@ export class RequestContext implements RequestFacts {
     if (this.#clientDone) this.exchange?.end();
   }
 
-  #clientClosed(): void {
+  #clientClosed(response: ServerResponse): void {
     this.#clientDone = true;
+    // the client left before the whole response was sent: what it did not take cannot lower its
+    // charge (else hanging up after the headers would make a byte-charged request nearly free)
+    if (!response.writableFinished) this.exchange?.keepAdmissionCost();
     const upstream = this.#upstream;
     if (upstream === undefined) {
       this.exchange?.end();

@@ -104,6 +104,8 @@ class BodyLimit extends Transform {
 const onUpstreamResponse: NonNullable<ReplyHooks['onResponse']> = (request, reply, res) => {
   const exchange = request.sluice?.exchange;
   if (exchange !== undefined) {
+    // a HEAD has no body and a quicker answer: it must not buy the GET's answer below its admission cost
+    if (request.method === 'HEAD') exchange.keepAdmissionCost();
     exchange.responded(res.statusCode);
     if (exchange.countsBytes) {
       // a listener beside the pipe: the body streams untouched (pausing the pipe pauses this too)
