@@ -75,9 +75,11 @@ export class RequestContext implements RequestFacts {
     return this.#clientDone;
   }
 
-  /** The upstream side of a held exchange starts; aborting the signal stops it (already aborted if the client is gone). */
-  upstreamStarted(): AbortSignal {
-    const upstream = new AbortController();
+  /**
+   * The upstream side of a held exchange starts, stopped by aborting `upstream` (already aborted if
+   * the client is gone); its signal.
+   */
+  upstreamStarted(upstream = new AbortController()): AbortSignal {
     this.#upstream = upstream;
     if (this.#clientDone) upstream.abort();
     return upstream.signal;

@@ -202,11 +202,13 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
     };
 
     const dispatcher = new UpstreamDispatcher({
-      connections: 128,
-      pipelining: 1,
-      headersTimeout: upstreamTimeoutMs,
-      bodyTimeout: upstreamTimeoutMs,
-      connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+      timeoutMs: upstreamTimeoutMs,
+      agent: {
+        connections: 128,
+        pipelining: 1,
+        bodyTimeout: upstreamTimeoutMs,
+        connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+      },
     });
     dispatchers.push(dispatcher);
     const preserveHost = upstream.preserveHost === true;
