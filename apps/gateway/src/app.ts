@@ -36,6 +36,7 @@ import { identityHook } from './http/identity-hook.js';
 import { limitHook } from './http/limit-hook.js';
 import { registerRequestContext } from './http/request-context.js';
 import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
+import { limitHeaderCount, routeConnects } from './http/request-line.js';
 import { rewriteTarget } from './http/target.js';
 import { isUpstreamSilence, registerUpstreams } from './http/upstreams.js';
 import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
@@ -159,6 +160,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       trustProxy: config.trustProxy !== false,
       isClosing,
       bodyLimitBytes: config.bodyLimitBytes,
+      maxHeaderCount: config.maxHeaderCount,
     }),
   );
   const verifier = createVerifier(config, metrics, log, deps);
@@ -290,6 +292,9 @@ function createProxyListener(
   // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
   // limit hook sends the 100 itself, only to admitted requests.
   proxy.server.on('checkContinue', (request, response) => proxy.server.emit('request', request, response));
+  // CONNECT and header lines past MAX_HEADER_COUNT reach the admission hook, which refuses them
+  routeConnects(proxy);
+  limitHeaderCount(proxy, config.maxHeaderCount);
   registerRequestContext(proxy);
   return proxy;
 }

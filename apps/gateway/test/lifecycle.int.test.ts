@@ -243,11 +243,15 @@ describe('charging at the response and refunds', () => {
     expect(remaining(await http(one.port, '/priced/x?cost=10', as('erin')))).toBe(90);
   }, 30_000);
 
-  it("the gateway's own 504 counts as a refund status", async () => {
+  it("the gateway's own 504 is never refunded (the upstream worked the whole timeout); an upstream's 504 is", async () => {
     const timedOut = await http(one.port, `/priced/x?ms=${UPSTREAM_TIMEOUT_MS + 1_000}`, as('frank'));
     expect(timedOut.status).toBe(504);
     await sleep(50);
-    expect(remaining(await http(one.port, '/priced/x?cost=10', as('frank')))).toBe(90);
+    const upstream504 = await http(one.port, '/priced/x?status=504', as('frank'));
+    expect(upstream504.status).toBe(504);
+    expect(remaining(upstream504)).toBe(80); // the timeout's 10 kept
+    await sleep(50);
+    expect(remaining(await http(one.port, '/priced/x?cost=10', as('frank')))).toBe(80);
   }, 30_000);
 
   it('a lying upstream: garbage and negative prices are ignored (the cost stands), a huge one is capped at charge.max', async () => {

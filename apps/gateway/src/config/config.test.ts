@@ -97,6 +97,14 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('MAX_HEADER_COUNT: default 200, an integer from 1 to 10000', () => {
+    expect(loadConfig(REQUIRED).maxHeaderCount).toBe(200);
+    expect(loadConfig({ ...REQUIRED, MAX_HEADER_COUNT: '50' }).maxHeaderCount).toBe(50);
+    expect(problemsOf({ ...REQUIRED, MAX_HEADER_COUNT: '0' })).toEqual([
+      'MAX_HEADER_COUNT: must be an integer from 1 to 10000 (got "0")',
+    ]);
+  });
+
   it('never echoes a REDIS_URL (it may carry a password)', () => {
     const problems = problemsOf({ ...REQUIRED, REDIS_URL: 'not a url with secret' });
     expect(problems).toEqual(['REDIS_URL: must be a URL like redis://host:6379']);

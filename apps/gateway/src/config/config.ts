@@ -90,6 +90,8 @@ export interface GatewayConfig {
   bodyLimitBytes: number;
   /** largest request head (request line and headers); larger ones get 431 */
   maxHeaderBytes: number;
+  /** most header lines in a request head; more get 431 (never a silent drop of the rest) */
+  maxHeaderCount: number;
   /** longest time a client may take to send a whole request (head and body) */
   requestTimeoutMs: number;
   /** longest time a client may take to send the request head; at most `requestTimeoutMs` */
@@ -255,6 +257,12 @@ export const GATEWAY_ENV = {
     min: 1024,
     max: 1024 * 1024,
   }),
+  MAX_HEADER_COUNT: envInteger({
+    description: 'most header lines in a request (more: 431, none is dropped silently)',
+    default: 200,
+    min: 1,
+    max: 10_000,
+  }),
   REQUEST_TIMEOUT_MS: envInteger({
     description:
       'longest a client may take to send a whole request, head and body (then 408 and the connection closes)',
@@ -380,6 +388,7 @@ export function loadConfig(env: EnvSource = process.env): GatewayConfig {
     logLevel: v.LOG_LEVEL,
     bodyLimitBytes: v.BODY_LIMIT_BYTES,
     maxHeaderBytes: v.MAX_HEADER_BYTES,
+    maxHeaderCount: v.MAX_HEADER_COUNT,
     requestTimeoutMs: v.REQUEST_TIMEOUT_MS,
     headersTimeoutMs: v.HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: v.KEEP_ALIVE_TIMEOUT_MS,

@@ -1,6 +1,7 @@
 /**
  * The first onRequest hook: the response's X-Request-Id (request-id.ts), then everything the gateway
- * refuses without a decision, so a request that will not be proxied never costs a token. In order: shutting down (503), an unsafe target or host
+ * refuses without a decision, so a request that will not be proxied never costs a token. In order: shutting down (503), a request line or head
+ * it never proxies (request-line.ts: CONNECT 405, HTTP/0.9 400, too many header lines 431), an unsafe target or host
  * (400), no route (404, or 405 for a method no route takes), a forwarding header naming no client
  * (400), a declared body over BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). A request
  * that passes gets its context (`request.sluice`). Then the hook holds a pipelined request until the
@@ -14,10 +15,13 @@ import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { refuse, refuseBodyTooLarge } from './answers.js';
 import { RequestContext } from './request-context.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
+import { refusedRequestLine } from './request-line.js';
 import { hostOf, REFUSED_TARGET_URL, requestHost } from './target.js';
 
 /** Every method a proxied route accepts. */
 export const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+/** The `Allow` header of a 405. */
+const ALLOW = PROXY_METHODS.join(', ');
 
 /** How an UPSTREAMS entry is named in metrics and messages: `/orders`, `api.example.com/orders`. */
 export function upstreamName(upstream: UpstreamConfig): string {
@@ -48,7 +52,7 @@ export function refuseUnrouted(
   const host = hostOf(request.raw);
   if (upstreams.some((u) => takes(u, host, path))) {
     metrics.badRequests.labels('SLUICE_METHOD_NOT_ALLOWED').inc();
-    reply.header('allow', PROXY_METHODS.join(', '));
+    reply.header('allow', ALLOW);
     refuse(reply, 'SLUICE_METHOD_NOT_ALLOWED', `method ${request.method} is not proxied`);
     return;
   }
@@ -65,10 +69,12 @@ export interface AdmissionOptions {
   isClosing: () => boolean;
   /** largest request body the gateway proxies: a larger declared `Content-Length` is refused (413) */
   bodyLimitBytes: number;
+  /** most header lines a request may have (MAX_HEADER_COUNT): more are refused (431) */
+  maxHeaderCount: number;
 }
 
 export function admitRequest(options: AdmissionOptions) {
-  const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes } = options;
+  const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes, maxHeaderCount } = options;
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.raw;
     reply.header(REQUEST_ID_HEADER, request.id);
@@ -79,6 +85,18 @@ export function admitRequest(options: AdmissionOptions) {
       metrics.badRequests.labels('SLUICE_SHUTTING_DOWN').inc();
       reply.header('connection', 'close');
       refuse(reply, 'SLUICE_SHUTTING_DOWN', 'the gateway is shutting down; retry on another instance');
+      return;
+    }
+    const refusal = refusedRequestLine(raw, maxHeaderCount, ALLOW);
+    if (refusal !== undefined) {
+      metrics.badRequests.labels(refusal.reason ?? refusal.code).inc();
+      if (refusal.allow !== undefined) reply.header('allow', refusal.allow);
+      refuse(
+        reply,
+        refusal.code,
+        refusal.message,
+        refusal.reason === undefined ? undefined : { reason: refusal.reason },
+      );
       return;
     }
     const url = raw.url ?? '';

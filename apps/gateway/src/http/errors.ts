@@ -28,11 +28,13 @@ export const GATEWAY_ERRORS = {
   SLUICE_REQUEST_TIMEOUT: 408,
   /** the request head is larger than MAX_HEADER_BYTES */
   SLUICE_HEADERS_TOO_LARGE: 431,
+  /** the request has more header lines than MAX_HEADER_COUNT (none is dropped silently) */
+  SLUICE_TOO_MANY_HEADERS: 431,
   /** the request body is larger than BODY_LIMIT_BYTES */
   SLUICE_BODY_TOO_LARGE: 413,
   /** no UPSTREAMS prefix takes the path */
   SLUICE_NO_UPSTREAM: 404,
-  /** a prefix takes the path, but the method is not one the gateway proxies */
+  /** a prefix takes the path, but the method is not one the gateway proxies; and every CONNECT (not a forward proxy) */
   SLUICE_METHOD_NOT_ALLOWED: 405,
   /** the rule set has not been loaded yet: nothing is proxied before the limits are known */
   SLUICE_RULES_NOT_LOADED: 503,

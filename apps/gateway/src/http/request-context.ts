@@ -72,8 +72,8 @@ export class RequestContext implements RequestFacts {
   hold(exchange: Exchange, response: ServerResponse): void {
     this.exchange = exchange;
     // the client may have gone while the store decided: 'close' has been emitted already
-    if (response.closed) this.#clientClosed();
-    else response.once('close', () => this.#clientClosed());
+    if (response.closed) this.#clientClosed(response);
+    else response.once('close', () => this.#clientClosed(response));
   }
 
   /** true once the client's side is over (the response sent, or the client gone) */
@@ -81,9 +81,11 @@ export class RequestContext implements RequestFacts {
     return this.#clientDone;
   }
 
-  /** The upstream side of a held exchange starts; aborting the signal stops it (already aborted if the client is gone). */
-  upstreamStarted(): AbortSignal {
-    const upstream = new AbortController();
+  /**
+   * The upstream side of a held exchange starts, stopped by aborting `upstream` (already aborted if
+   * the client is gone); its signal.
+   */
+  upstreamStarted(upstream = new AbortController()): AbortSignal {
     this.#upstream = upstream;
     if (this.#clientDone) upstream.abort();
     return upstream.signal;
@@ -104,8 +106,11 @@ export class RequestContext implements RequestFacts {
     if (this.#clientDone) this.exchange?.end();
   }
 
-  #clientClosed(): void {
+  #clientClosed(response: ServerResponse): void {
     this.#clientDone = true;
+    // the client left before the whole response was sent: what it did not take cannot lower its
+    // charge (else hanging up after the headers would make a byte-charged request nearly free)
+    if (!response.writableFinished) this.exchange?.keepAdmissionCost();
     const upstream = this.#upstream;
     if (upstream === undefined) {
       this.exchange?.end();

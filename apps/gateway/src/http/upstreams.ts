@@ -104,6 +104,8 @@ class BodyLimit extends Transform {
 const onUpstreamResponse: NonNullable<ReplyHooks['onResponse']> = (request, reply, res) => {
   const exchange = request.sluice?.exchange;
   if (exchange !== undefined) {
+    // a HEAD has no body and a quicker answer: it must not buy the GET's answer below its admission cost
+    if (request.method === 'HEAD') exchange.keepAdmissionCost();
     exchange.responded(res.statusCode);
     if (exchange.countsBytes) {
       // a listener beside the pipe: the body streams untouched (pausing the pipe pauses this too)
@@ -200,11 +202,13 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
     };
 
     const dispatcher = new UpstreamDispatcher({
-      connections: 128,
-      pipelining: 1,
-      headersTimeout: upstreamTimeoutMs,
-      bodyTimeout: upstreamTimeoutMs,
-      connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+      timeoutMs: upstreamTimeoutMs,
+      agent: {
+        connections: 128,
+        pipelining: 1,
+        bodyTimeout: upstreamTimeoutMs,
+        connect: { timeout: Math.min(upstreamTimeoutMs, 10_000) },
+      },
     });
     dispatchers.push(dispatcher);
     const preserveHost = upstream.preserveHost === true;

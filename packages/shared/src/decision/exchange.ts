@@ -10,10 +10,14 @@
  * - at the response headers: a refund (the status is one of `refund.statuses`: the whole cost back) or
  *   a charge from a header or from the upstream's time (each token bucket and sliding window settled by
  *   the difference, the real cost capped at `charge.max`);
+ * - a `bytes` or `duration` charge never goes below the admission cost when the client shaped it: a
+ *   `HEAD` (no body, a quicker answer) or an exchange the client ended early (`keepAdmissionCost()`);
+ *   otherwise leaving right after the headers would make every request nearly free (SPEC §5);
  * - while it runs (a long response, a WebSocket): its slots renewed (`renew()`, about every third of
  *   their lifetime, by the core's `SlotKeeper`), so a slot outlives its exchange, never the reverse;
  * - at the end: the slots given back, with whatever cost settlement is still due (bytes: the body is
- *   over; a refund for the gateway's own 502/504) in the same call.
+ *   over; a refund for the gateway's own 502 — never its 504: the upstream worked for the whole timeout,
+ *   and giving that back would let a client keep a slow endpoint busy without limit) in the same call.
  * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
  */
 import type { LimitCheck, Settlement } from '../limiter/limits.js';
@@ -38,13 +42,17 @@ export interface SettleSink {
 /** A cost an upstream may state: a plain non-negative decimal number (`12`, `0.5`, `1e3`). */
 const COST_PATTERN = /^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 
-/** The cost an upstream's charge header states, or undefined (absent, repeated, not a number ≥ 0). */
+/**
+ * The cost an upstream's charge header states, or undefined (absent, repeated, not a number ≥ 0). A
+ * number too large to be finite (`1e309`, 400 nines) is Infinity: it is capped at `charge.max` like
+ * any other large value, never mistaken for garbage (which would leave the admission cost).
+ */
 export function statedCost(value: string | string[] | undefined): number | undefined {
   if (typeof value !== 'string') return undefined;
   const text = value.trim();
   if (!COST_PATTERN.test(text)) return undefined;
-  const cost = Number(text);
-  return Number.isFinite(cost) && cost >= 0 ? cost : undefined;
+  // the pattern admits only non-negative decimals: Number() gives a finite value or +Infinity
+  return Number(text);
 }
 
 export class Exchange {
@@ -55,8 +63,10 @@ export class Exchange {
   #responded = false;
   /** the cost is settled (or refunded, or stands): nothing more to do about it */
   #costDone: boolean;
-  /** a refund is due at the end (the gateway's own 502/504) */
+  /** a refund is due at the end (the gateway's own 502) */
   #refundAtEnd = false;
+  /** a `bytes` or `duration` charge may not go below the admission cost (HEAD, or the client left early) */
+  #keepsAdmissionCost = false;
   #ended = false;
   /** monotonic ms of the slots' last renewal (the admission until the first) */
   #renewedAtMs: number;
@@ -111,6 +121,15 @@ export class Exchange {
     return this.rule.charge?.from === 'bytes' && !this.#costDone;
   }
 
+  /**
+   * The client shaped this exchange (a `HEAD`, or it went away before the response was complete): a
+   * `bytes` or `duration` charge settles to at least what the request was admitted on. Call before
+   * `responded` for a HEAD; any time before `end` for a client gone early.
+   */
+  keepAdmissionCost(): void {
+    this.#keepsAdmissionCost = true;
+  }
+
   /** The upstream's response headers arrived with `status`: refund, or charge from a header or the time. */
   responded(status: number): void {
     this.#responded = true;
@@ -127,14 +146,19 @@ export class Exchange {
       charge.from === 'header'
         ? statedCost(this.chargeHeader)
         : Math.ceil((this.now() - this.admittedAtMs) / charge.unitMs);
-    if (cost !== undefined) this.#send('charge', this.#costSettlements(Math.min(cost, charge.max)));
+    if (cost === undefined) return;
+    const floor = charge.from === 'duration' && this.#keepsAdmissionCost;
+    this.#send('charge', this.#costSettlements(Math.min(cost, charge.max), floor));
   }
 
-  /** The gateway answered for the upstream itself (502 unreachable, 504 timed out). */
+  /**
+   * The gateway answered for the upstream itself: 502 (unreachable: it did no work, refundable like
+   * an upstream 502) or 504 (timed out: never refunded, the upstream worked for the whole timeout).
+   */
   failed(status: 502 | 504): void {
     if (this.#costDone || this.#responded) return;
     this.#costDone = true;
-    this.#refundAtEnd = this.rule.refundStatuses?.has(status) === true;
+    this.#refundAtEnd = status === 502 && this.rule.refundStatuses?.has(502) === true;
   }
 
   /** The exchange is over, whichever way: slots back, and any cost settlement still due. Once. */
@@ -148,7 +172,10 @@ export class Exchange {
       kind = 'refund';
     } else if (!this.#costDone && this.#responded && this.rule.charge?.from === 'bytes') {
       const charge = this.rule.charge;
-      settlements = this.#costSettlements(Math.min(Math.ceil(this.bytes / charge.unitBytes), charge.max));
+      settlements = this.#costSettlements(
+        Math.min(Math.ceil(this.bytes / charge.unitBytes), charge.max),
+        this.#keepsAdmissionCost,
+      );
       kind = 'charge';
     }
     this.#costDone = true;
@@ -165,13 +192,16 @@ export class Exchange {
     if (settlements.length > 0) this.sink.settle(this, kind, settlements);
   }
 
-  /** Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing). */
-  #costSettlements(cost: number | 'refund'): Settlement[] {
+  /**
+   * Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing); with
+   * `atLeastAdmitted`, a cost below what a limit was admitted on leaves that admission standing.
+   */
+  #costSettlements(cost: number | 'refund', atLeastAdmitted = false): Settlement[] {
     const settlements: Settlement[] = [];
     for (const check of this.checks) {
       if (check.leaseId !== undefined) continue; // a slot has no cost to settle
       const delta = cost === 'refund' ? -check.cost : cost - check.cost;
-      if (delta === 0) continue;
+      if (delta === 0 || (atLeastAdmitted && delta < 0)) continue;
       settlements.push({ key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs });
     }
     return settlements;
