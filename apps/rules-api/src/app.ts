@@ -16,6 +16,7 @@ import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
+import { RulesApiMetrics } from './metrics.js';
 import { offendersRoutes } from './offenders/routes.js';
 import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
@@ -108,6 +109,11 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   if (ownsDatabase) app.addHook('onClose', async () => database.close());
 
   const repository = new RulesRepository(database);
+  const snapshots = new SnapshotCache(repository, config.snapshotCacheMs);
+  const metrics = new RulesApiMetrics({ readRulesetVersion: () => snapshots.currentVersion() });
+  metrics.instrument(repository);
+  // before any route: each route's documented statuses start at 0
+  metrics.observe(app);
   app.decorate('database', database);
   app.decorate('repository', repository);
   app.decorateRequest('actor', undefined);
@@ -177,8 +183,13 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  await app.register(healthRoutes, { database, timeoutMs: config.dbTimeoutMs });
-  const snapshots = new SnapshotCache(repository, config.snapshotCacheMs);
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    const { contentType, body } = await metrics.exposition();
+    return reply.header('content-type', contentType).send(body);
+  });
+
+  const timedPing = (timeoutMs: number) => metrics.timed('ping', () => database.ping(timeoutMs));
+  await app.register(healthRoutes, { database: { ping: timedPing }, timeoutMs: config.dbTimeoutMs });
   const auth = {
     adminToken: config.adminToken,
     readToken: config.readToken,
