@@ -8,6 +8,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { openAnalyticsRedis } from '@sluice/shared/redis';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { authRoutes } from './auth-routes.js';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
 import { type Database, openDatabase } from './db/client.js';
@@ -18,6 +19,7 @@ import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
 import { RulesApiMetrics } from './metrics.js';
 import { offendersRoutes } from './offenders/routes.js';
+import { openapiOptions } from './openapi.js';
 import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
@@ -147,39 +149,7 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
       ),
   );
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Sluice rules API',
-        version: VERSION,
-        description: [
-          'Per-path rate-limit rules for the Sluice gateway.',
-          'Rules, in both formats (one `limit`, or a list of `limits`), are described in `docs/rules.md`',
-          'of the Sluice repository; this API (tokens, errors, ETags, cursors, history) in `docs/rules-api.md`,',
-          'and the bucket and window arithmetic in `docs/limits.md`.',
-        ].join(' '),
-      },
-      components: {
-        securitySchemes: {
-          bearer: {
-            type: 'http',
-            scheme: 'bearer',
-            description: 'ADMIN_TOKEN for everything, READ_TOKEN for reads only (GET)',
-          },
-        },
-      },
-      security: [{ bearer: [] }],
-      tags: [
-        { name: 'rules', description: 'rule management' },
-        { name: 'health', description: 'liveness and readiness' },
-      ],
-    },
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) =>
-        typeof json.$id === 'string' ? json.$id : `def-${i}`,
-    },
-  });
+  await app.register(swagger, openapiOptions(VERSION));
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -195,6 +165,7 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
     readToken: config.readToken,
     authDisabled: config.authDisabled,
   };
+  await app.register(authRoutes, { auth });
   await app.register(rulesRoutes, { repository, snapshots, auth });
   await app.register(explainRoutes, { snapshots, auth });
   await app.register(consoleRoutes);
