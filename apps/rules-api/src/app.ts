@@ -9,6 +9,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { SecretClientKeys, TokenVerifier } from '@sluice/shared';
 import { openAnalyticsRedis } from '@sluice/shared/redis';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { authRoutes } from './auth-routes.js';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
 import { type Database, openDatabase } from './db/client.js';
@@ -17,7 +18,9 @@ import { errorResponse, rulesApiErrorBody } from './errors.js';
 import { healthRoutes } from './health.js';
 import { registerJsonBodyParser } from './http/json-body.js';
 import { formatSchemaErrors } from './http/validation-errors.js';
+import { RulesApiMetrics } from './metrics.js';
 import { offendersRoutes } from './offenders/routes.js';
+import { openapiOptions } from './openapi.js';
 import { explainRoutes } from './rules/explain.js';
 import { RulesRepository } from './rules/repository.js';
 import { rulesRoutes } from './rules/routes.js';
@@ -109,6 +112,11 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
   if (ownsDatabase) app.addHook('onClose', async () => database.close());
 
   const repository = new RulesRepository(database);
+  const snapshots = new SnapshotCache(repository, config.snapshotCacheMs);
+  const metrics = new RulesApiMetrics({ readRulesetVersion: () => snapshots.currentVersion() });
+  metrics.instrument(repository);
+  // before any route: each route's documented statuses start at 0
+  metrics.observe(app);
   app.decorate('database', database);
   app.decorate('repository', repository);
   app.decorateRequest('actor', undefined);
@@ -142,49 +150,23 @@ export async function buildApp(config: Config, deps: AppDeps = {}): Promise<Fast
       ),
   );
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Sluice rules API',
-        version: VERSION,
-        description: [
-          'Per-path rate-limit rules for the Sluice gateway.',
-          'Rules, in both formats (one `limit`, or a list of `limits`), are described in `docs/rules.md`',
-          'of the Sluice repository; this API (tokens, errors, ETags, cursors, history) in `docs/rules-api.md`,',
-          'and the bucket and window arithmetic in `docs/limits.md`.',
-        ].join(' '),
-      },
-      components: {
-        securitySchemes: {
-          bearer: {
-            type: 'http',
-            scheme: 'bearer',
-            description: 'ADMIN_TOKEN for everything, READ_TOKEN for reads only (GET)',
-          },
-        },
-      },
-      security: [{ bearer: [] }],
-      tags: [
-        { name: 'rules', description: 'rule management' },
-        { name: 'health', description: 'liveness and readiness' },
-      ],
-    },
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) =>
-        typeof json.$id === 'string' ? json.$id : `def-${i}`,
-    },
-  });
+  await app.register(swagger, openapiOptions(VERSION));
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  await app.register(healthRoutes, { database, timeoutMs: config.dbTimeoutMs });
-  const snapshots = new SnapshotCache(repository, config.snapshotCacheMs);
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    const { contentType, body } = await metrics.exposition();
+    return reply.header('content-type', contentType).send(body);
+  });
+
+  const timedPing = (timeoutMs: number) => metrics.timed('ping', () => database.ping(timeoutMs));
+  await app.register(healthRoutes, { database: { ping: timedPing }, timeoutMs: config.dbTimeoutMs });
   const auth = {
     adminToken: config.adminToken,
     readToken: config.readToken,
     authDisabled: config.authDisabled,
   };
+  await app.register(authRoutes, { auth });
   await app.register(rulesRoutes, { repository, snapshots, auth });
   if (config.clientKeySecret === undefined) {
     app.log.warn(

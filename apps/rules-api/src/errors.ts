@@ -11,6 +11,8 @@ export const RULES_API_ERRORS = {
   SLUICE_VALIDATION: 400,
   /** `?cursor=` that this API did not hand out */
   SLUICE_INVALID_CURSOR: 400,
+  /** `If-Match:` sent with an empty value: refused rather than taken as no condition (an unconditional write) */
+  SLUICE_IF_MATCH_EMPTY: 400,
   /** a request the framework could not read (broken JSON, bad Content-Length…) */
   SLUICE_BAD_REQUEST: 400,
   /** no bearer token, or a wrong one */
@@ -92,6 +94,11 @@ export const InvalidCursorError = createError<'SLUICE_INVALID_CURSOR', 400, []>(
   'SLUICE_INVALID_CURSOR',
   'querystring/cursor is not a cursor this API returned (use nextCursor from the previous page)',
   RULES_API_ERRORS.SLUICE_INVALID_CURSOR,
+);
+export const EmptyIfMatchError = createError<'SLUICE_IF_MATCH_EMPTY', 400, []>(
+  'SLUICE_IF_MATCH_EMPTY',
+  'headers/if-match is empty: send the version to change, e.g. If-Match: "3", or * for any version, or leave the header out to change whatever version is current',
+  RULES_API_ERRORS.SLUICE_IF_MATCH_EMPTY,
 );
 export const UnauthorizedError = createError<'SLUICE_UNAUTHORIZED', 401, [string]>(
   'SLUICE_UNAUTHORIZED',

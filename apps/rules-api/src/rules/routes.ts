@@ -7,9 +7,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkRule, type RuleInput, ruleSummary, withDefaults } from '@sluice/shared';
 import type { FastifyPluginAsync } from 'fastify';
 import { type AuthOptions, requireToken } from '../auth.js';
-import { InvalidCursorError, RuleNotFoundError, ValidationError } from '../errors.js';
+import { EmptyIfMatchError, InvalidCursorError, RuleNotFoundError, ValidationError } from '../errors.js';
 import { decodeCursor, encodeCursor } from '../http/cursor.js';
-import { etagOf, parseTagCondition, tagMatches } from '../http/etag.js';
+import { etagOf, parseTagCondition, type TagCondition, tagMatches } from '../http/etag.js';
 import type { RulesRepository } from './repository.js';
 import {
   createRuleSchema,
@@ -55,6 +55,17 @@ function checkedFields(input: RuleInput) {
     );
   }
   return withDefaults(input);
+}
+
+/**
+ * The condition of a write. An `If-Match` header that is present but empty is a 400: taken as "no
+ * condition" it would turn a client's conditional write (a version variable left empty) into an
+ * unconditional one.
+ */
+function ifMatchCondition(header: string | string[] | undefined): TagCondition | undefined {
+  const condition = parseTagCondition(header);
+  if (condition === undefined && header !== undefined) throw new EmptyIfMatchError();
+  return condition;
 }
 
 function decodeOrThrow<T>(
@@ -129,8 +140,8 @@ export const rulesRoutes: FastifyPluginAsync<RulesRoutesOptions> = async (app, o
 
   api.put('/rules/:id', { schema: replaceRuleSchema }, async (request, reply) => {
     const id = ruleId(request.params.id);
+    const ifMatch = ifMatchCondition(request.headers['if-match']);
     const fields = checkedFields(request.body);
-    const ifMatch = parseTagCondition(request.headers['if-match']);
     const { rule, rulesetVersion } = await repository.replace(id, fields, ifMatch, request.actor!);
     snapshots.learn(rulesetVersion);
     return reply.header('etag', etagOf(rule.version)).send(rule);
@@ -138,7 +149,7 @@ export const rulesRoutes: FastifyPluginAsync<RulesRoutesOptions> = async (app, o
 
   api.delete('/rules/:id', { schema: deleteRuleSchema }, async (request, reply) => {
     const id = ruleId(request.params.id);
-    const ifMatch = parseTagCondition(request.headers['if-match']);
+    const ifMatch = ifMatchCondition(request.headers['if-match']);
     const { rulesetVersion } = await repository.delete(id, ifMatch, request.actor!);
     snapshots.learn(rulesetVersion);
     return reply.code(204).send();

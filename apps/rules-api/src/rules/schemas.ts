@@ -26,7 +26,7 @@ export const RuleRef = Type.Unsafe<Rule>(Type.Ref('Rule'));
 export const RuleInputRef = Type.Unsafe<RuleInput>(Type.Ref('RuleInput'));
 
 const ERROR_DESCRIPTIONS = {
-  400: 'Bad Request: invalid body, query or header; the message names the field',
+  400: 'Bad Request: invalid body, query or header (an empty If-Match too); the message names it',
   401: 'Unauthorized: missing or wrong bearer token',
   403: 'Forbidden: the read-only token on a write',
   404: 'Not Found: no rule with this id',
@@ -61,7 +61,10 @@ const withHeaders = <T extends TSchema>(schema: T, headers: Record<string, unkno
 
 export const IfMatchHeaders = Type.Object({
   'if-match': Type.Optional(
-    Type.String({ description: 'the version the change applies to, e.g. `"3"`; 412 when it is not current' }),
+    Type.String({
+      description:
+        'the version the change applies to, e.g. `"3"` (or `*`); 412 when it is not current; present but empty: 400 `SLUICE_IF_MATCH_EMPTY`',
+    }),
   ),
 });
 
@@ -162,7 +165,7 @@ export const deleteRuleSchema = {
   tags: ['rules'],
   params: IdParams,
   headers: IfMatchHeaders,
-  response: { 204: NoBody('deleted'), ...errorResponses(403, 404, 412) },
+  response: { 204: NoBody('deleted'), ...errorResponses(400, 403, 404, 412) },
 };
 
 export const snapshotSchema = {
