@@ -155,7 +155,7 @@ it('starts everything, gets a 200 then a 429 through the gateway, and stops clea
     '"demo-orders.burst";q=5;w=5, "demo-orders.daily";q=100;w=86400, "demo-orders.everyone";q=30;w=60',
   );
   expect(first.headers.get('ratelimit')).toMatch(
-    /^"demo-orders\.burst";r=4;t=\d+, "demo-orders\.daily";r=99;t=\d+, "demo-orders\.everyone";r=29;t=\d+$/,
+    /^"demo-orders\.burst";r=4;t=\d+;pk=:[\w+/]+=*:, "demo-orders\.daily";r=99;t=\d+;pk=:[\w+/]+=*:, "demo-orders\.everyone";r=29;t=\d+$/,
   );
   let burstDenied: Response | undefined;
   for (let i = 0; i < 10 && !burstDenied; i++) {

@@ -3,6 +3,7 @@
  * gateways built in-process on port 0. Each rule has a path of its own, so tests do not share buckets.
  */
 import { connect } from 'node:net';
+import { partitionKey } from '@sluice/shared';
 import { freePort, sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -96,6 +97,8 @@ afterAll(async () => {
 });
 
 const get = (path: string, headers: Record<string, string> = {}) => http(gw.port, path, { headers });
+/** draft-11's partition key of the tests' client (127.0.0.1), as every per-IP RateLimit item ends */
+const pk = `;pk=${partitionKey('ip:127.0.0.1')}`;
 
 describe('token bucket through the gateway', () => {
   it('admits a burst of capacity, then 429 with Retry-After, headers and body as documented', async () => {
@@ -105,14 +108,15 @@ describe('token bucket through the gateway', () => {
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429]);
     expect(answers[0]!.headers['ratelimit-policy']).toBe('"burst";q=3;w=3');
     expect(answers.slice(0, 3).map((a) => a.headers.ratelimit)).toEqual([
-      '"burst";r=2;t=1',
-      '"burst";r=1;t=2',
-      '"burst";r=0;t=3',
+      `"burst";r=2;t=1${pk}`,
+      `"burst";r=1;t=1${pk}`,
+      `"burst";r=0;t=1${pk}`,
     ]);
     const denied = answers[3]!;
     expect(denied.headers['retry-after']).toBe('1');
     expect(denied.headers['content-type']).toMatch(/^application\/json/);
-    expect(denied.headers.ratelimit).toMatch(/^"burst";r=0;t=[23]$/);
+    // draft-11: t is until one more token, so it never exceeds Retry-After
+    expect(denied.headers.ratelimit).toBe(`"burst";r=0;t=1${pk}`);
     expect(denied.json()).toEqual({
       statusCode: 429,
       error: 'Too Many Requests',
@@ -142,7 +146,7 @@ describe('token bucket through the gateway', () => {
     const again = await get('/slowrefill/x');
     expect(again.status).toBe(429);
     expect(again.headers['retry-after']).toBe('5');
-    expect(again.headers.ratelimit).toBe('"slow-refill";r=0;t=10');
+    expect(again.headers.ratelimit).toBe(`"slow-refill";r=0;t=5${pk}`);
   });
 
   it('debt: cost 8, capacity 10 → two admitted, third denied with Retry-After 7', async () => {
@@ -150,8 +154,8 @@ describe('token bucket through the gateway', () => {
     const b = await get('/debt/x');
     const c = await get('/debt/x');
     expect([a.status, b.status, c.status]).toEqual([200, 200, 429]);
-    expect(a.headers.ratelimit).toBe('"debt";r=2;t=8');
-    expect(b.headers.ratelimit).toBe('"debt";r=0;t=16');
+    expect(a.headers.ratelimit).toBe(`"debt";r=2;t=1${pk}`);
+    expect(b.headers.ratelimit).toBe(`"debt";r=0;t=7${pk}`);
     expect(c.headers['retry-after']).toBe('7');
     expect(c.json().retryAfter).toBe(7);
   });
@@ -200,14 +204,18 @@ describe('clients', () => {
 });
 
 describe('which requests a rule takes', () => {
-  it('shadow rules never block, but count and send headers', async () => {
+  it('shadow rules never block and send no RateLimit headers, but count', async () => {
     const hits = upstream.hits('/shadow');
     const a = await get('/shadow/x');
     const b = await get('/shadow/x');
     const c = await get('/shadow/x');
     expect([a.status, b.status, c.status]).toEqual([200, 200, 200]);
     expect(upstream.hits('/shadow')).toBe(hits + 3);
-    expect(b.headers.ratelimit).toBe('"shadowed";r=0;t=3600');
+    // a dry run changes nothing a client can see: no r=0 for well-behaved clients to throttle on
+    for (const answer of [a, b, c]) {
+      expect(answer.headers.ratelimit).toBeUndefined();
+      expect(answer.headers['ratelimit-policy']).toBeUndefined();
+    }
     expect(b.headers['retry-after']).toBeUndefined();
     const metrics = await (await fetch(`${gw.adminUrl}/metrics`)).text();
     expect(
@@ -547,7 +555,7 @@ describe('without REDIS_URL', () => {
     const answers = [];
     for (let i = 0; i < 3; i++) answers.push(await http(solo.port, '/debt/solo'));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 429]);
-    expect(answers[0]!.headers.ratelimit).toBe('"debt";r=2;t=8');
+    expect(answers[0]!.headers.ratelimit).toBe(`"debt";r=2;t=1${pk}`);
     expect(answers[2]!.headers['retry-after']).toBe('7');
     const text = await (await fetch(`${solo.adminUrl}/metrics`)).text();
     expect(metricValue(text, 'sluice_decision_duration_seconds_count', { store: 'memory' })).toBe(3);

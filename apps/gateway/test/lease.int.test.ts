@@ -109,6 +109,10 @@ describe('lease mode on the real Redis, two gateways, one key', () => {
     expect(denial.json()).toMatchObject({ rule: 'hot' });
     expect(denial.headers['ratelimit-policy']).toBe('"hot";q=40;w=2');
     expect(denial.headers.ratelimit).toMatch(/^"hot";r=0;t=\d+$/);
+    // draft-11: t never exceeds Retry-After (a lease at its limit waits for the next lease, not longer)
+    const t = Number(/;t=(\d+)/.exec(String(denial.headers.ratelimit))![1]);
+    expect(t).toBeGreaterThanOrEqual(1);
+    expect(t).toBeLessThanOrEqual(Number(denial.headers['retry-after']));
   }, 30_000);
 
   it('under the limit: everything admitted with far fewer Redis calls than requests', async () => {

@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { partitionKey } from '@sluice/shared';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -125,6 +126,8 @@ afterAll(async () => {
 });
 
 const as = (key: string) => ({ headers: { 'x-api-key': key } });
+/** draft-11's partition key of the client `alice` */
+const alicePk = `;pk=${partitionKey('header:alice')}`;
 
 describe('concurrency: at most max requests of a client in flight, across gateways', () => {
   it('two gateways on one Redis: the upstream never holds more than 3 of the client at once; the rest get 429 Retry-After: 1', async () => {
@@ -139,13 +142,13 @@ describe('concurrency: at most max requests of a client in flight, across gatewa
     for (const answer of denied) {
       expect(answer.headers['retry-after']).toBe('1');
       expect(answer.json()).toMatchObject({ rule: 'inflight', limit: 'slots', retryAfter: 1 });
-      expect(answer.headers.ratelimit).toBe('"inflight.slots";r=0;t=0');
+      expect(answer.headers.ratelimit).toBe(`"inflight.slots";r=0;t=1${alicePk}`);
     }
     expect(admitted[0]!.headers['ratelimit-policy']).toBe('"inflight.slots";q=3;qu="concurrent-requests"');
     expect(admitted.map((a) => a.headers.ratelimit).sort()).toEqual([
-      '"inflight.slots";r=0;t=0',
-      '"inflight.slots";r=1;t=0',
-      '"inflight.slots";r=2;t=0',
+      `"inflight.slots";r=0;t=1${alicePk}`,
+      `"inflight.slots";r=1;t=0${alicePk}`,
+      `"inflight.slots";r=2;t=0${alicePk}`,
     ]);
 
     // every slot came back with its response: the next three go through at once, again

@@ -229,7 +229,9 @@ describe('gateways on the cluster', () => {
     expect(denied.status).toBe(429);
     expect(denied.json()).toMatchObject({ limit: 'everyone' });
     expect(await balance(burstKey('a'))).toBeCloseTo(2, 2);
-    expect(denied.headers.ratelimit).toMatch(/^"stacked\.burst";r=2;t=\d+, "stacked\.everyone";r=0;t=\d+$/);
+    expect(denied.headers.ratelimit).toMatch(
+      /^"stacked\.burst";r=2;t=\d+;pk=:[\w+/]+=*:, "stacked\.everyone";r=0;t=\d+$/,
+    );
 
     // a client never seen: its burst is full again (the give-back filled it, so its key is gone)
     const fresh = await http(pair[1]!.port, '/stacked/x', { headers: { 'x-client': 'b' } });

@@ -8,7 +8,7 @@
  * STORE_FAILURE=closed with a generous STORE_TIMEOUT_MS: on a busy machine a slow Redis then shows up
  * as a 503, never as a silent decision by an in-process fallback.
  */
-import type { LimitCheck, Store } from '@sluice/shared';
+import { type LimitCheck, partitionKey, type Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import { sleep } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -187,6 +187,9 @@ afterAll(async () => {
 
 const get = (port: number, path: string, options: HttpOptions = {}) => http(port, path, options);
 const withKey = (key: string): HttpOptions => ({ headers: { 'x-api-key': key } });
+/** draft-11's `;pk=` of a client key, as a per-client RateLimit item ends */
+const pk = (clientKey: string) => `;pk=${partitionKey(clientKey)}`;
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
 /** `r` of item `name` in a RateLimit header. */
 function remaining(header: string | string[] | undefined, name: string): number {
@@ -210,12 +213,12 @@ describe('a stacked rule (burst and daily per key, one global)', () => {
       '"stacked.burst";q=3;w=3, "stacked.daily";q=100;w=86400, "stacked.everyone";q=1000;w=3600000',
     );
     const rateLimit = String(first.headers.ratelimit);
-    const match =
-      /^"stacked\.burst";r=2;t=1, "stacked\.daily";r=99;t=(\d+), "stacked\.everyone";r=999;t=3600$/.exec(
-        rateLimit,
-      );
+    const alpha = escaped(pk('header:alpha'));
+    const match = new RegExp(
+      `^"stacked\\.burst";r=2;t=1${alpha}, "stacked\\.daily";r=99;t=(\\d+)${alpha}, "stacked\\.everyone";r=999;t=3600$`,
+    ).exec(rateLimit);
     expect(match, rateLimit).not.toBeNull();
-    // the daily estimate is back to 0 at the end of tomorrow's (UTC) window
+    // one more unit needs the daily estimate back to 0: at the end of tomorrow's (UTC) window
     const dayMs = 24 * HOUR_MS;
     const untilZeroMs = 2 * dayMs - (Date.now() % dayMs);
     expect(Math.abs(Number(match![1]) - untilZeroMs / 1000)).toBeLessThanOrEqual(2);
@@ -282,7 +285,7 @@ describe('all or nothing (every denial decided by Redis: no denial cache)', () =
     expect(denied.headers['retry-after']).toBe('60');
     expect(denied.json()).toMatchObject({ rule: 'two-deny', limit: 'short', retryAfter: 60 });
     expect(denied.headers.ratelimit).toBe(
-      '"two-deny.roomy";r=999;t=3600, "two-deny.short";r=0;t=10, "two-deny.long";r=0;t=60',
+      `"two-deny.roomy";r=999;t=3600, "two-deny.short";r=0;t=10${pk('ip:127.0.0.1')}, "two-deny.long";r=0;t=60${pk('ip:127.0.0.1')}`,
     );
   });
 });
@@ -309,9 +312,8 @@ describe('a sliding-window rule', () => {
     expect(retryAfter).toBeGreaterThanOrEqual(Math.ceil((admitAtMs - receivedMs) / 1000) - 1);
     expect(retryAfter).toBeLessThanOrEqual(Math.ceil((admitAtMs - sentMs) / 1000) + 1);
     expect(denied.json().retryAfter).toBe(retryAfter);
-    // t: the estimate is 0 at the end of the next window
-    const reset = Number(/;t=(\d+)$/.exec(String(denied.headers.ratelimit))![1]);
-    expect(Math.abs(reset - (windowStartMs + 2 * HOUR_MS - sentMs) / 1000)).toBeLessThanOrEqual(2);
+    // t (draft-11): until one more unit is available, which is the wait of this cost-1 request
+    expect(denied.headers.ratelimit).toBe(`"window.hourly";r=0;t=${retryAfter}${pk('ip:127.0.0.1')}`);
   });
 
   it('r is max − estimate, floored (cost 0.75, max 2)', async () => {
@@ -405,7 +407,7 @@ describe('exemptions', () => {
     // everyone else is still limited by the rule below (the same address without the partner header too)
     const first = await get(gw.port, '/exempt/x', { localAddress: '127.0.0.81' });
     expect(first.status).toBe(200);
-    expect(first.headers.ratelimit).toBe('"exempt-everyone-else.hourly";r=0;t=3600');
+    expect(first.headers.ratelimit).toBe(`"exempt-everyone-else.hourly";r=0;t=3600${pk('ip:127.0.0.81')}`);
     const second = await get(gw.port, '/exempt/x', {
       localAddress: '127.0.0.81',
       headers: { 'x-partner': 'other' },
@@ -468,9 +470,10 @@ describe('a v1 rule', () => {
     for (let i = 0; i < 3; i++) answers.push(await get(gw.port, '/classic/x'));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 429]);
     expect(answers.map((a) => a.headers['ratelimit-policy'])).toEqual(Array(3).fill('"classic";q=2;w=7200'));
-    expect(answers[0]!.headers.ratelimit).toBe('"classic";r=1;t=3600');
-    expect(answers[1]!.headers.ratelimit).toBe('"classic";r=0;t=7200');
-    expect(answers[2]!.headers.ratelimit).toBe('"classic";r=0;t=7200');
+    // t (draft-11): until one more token, an hour, never the two hours until full
+    expect(answers[0]!.headers.ratelimit).toBe(`"classic";r=1;t=3600${pk('ip:127.0.0.1')}`);
+    expect(answers[1]!.headers.ratelimit).toBe(`"classic";r=0;t=3600${pk('ip:127.0.0.1')}`);
+    expect(answers[2]!.headers.ratelimit).toBe(`"classic";r=0;t=3600${pk('ip:127.0.0.1')}`);
     expect(answers[2]!.headers['retry-after']).toBe('3600');
     expect(answers[2]!.json()).toEqual({
       statusCode: 429,

@@ -7,6 +7,7 @@
  * within a slot lifetime of their last renewal.
  */
 import type { ChildProcess } from 'node:child_process';
+import { partitionKey } from '@sluice/shared';
 import { sleep, waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -104,7 +105,7 @@ describe('WebSockets through the gateway', () => {
     expect(seen.path).toBe('/ws/echo?room=1');
     expect(seen.headers['x-forwarded-for']).toBe('127.0.0.11');
     expect(seen.headers['x-request-id']).toBe(headers['x-request-id']);
-    expect(headers.ratelimit).toBe('"ws-per-ip.open";r=1;t=0');
+    expect(headers.ratelimit).toBe(`"ws-per-ip.open";r=1;t=0;pk=${partitionKey('ip:127.0.0.11')}`);
     expect(headers['ratelimit-policy']).toBe('"ws-per-ip.open";q=2;qu="concurrent-requests"');
     expect(ws.protocol).toBe('chat');
     ws.send('hello');
@@ -129,7 +130,8 @@ describe('WebSockets through the gateway', () => {
     if (third.ok) return;
     expect(third.status).toBe(429);
     expect(third.headers['retry-after']).toBe('1');
-    expect(third.headers.ratelimit).toBe('"ws-per-ip.open";r=0;t=0');
+    // draft-11: every slot held, so more quota may come any moment: t=1, as Retry-After
+    expect(third.headers.ratelimit).toBe(`"ws-per-ip.open";r=0;t=1;pk=${partitionKey('ip:127.0.0.12')}`);
     expect(JSON.parse(third.body)).toMatchObject({
       rule: 'ws-per-ip',
       limit: 'open',

@@ -5,7 +5,14 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { checkRule, MemoryStore, type Rule, type RuleInput, withDefaults } from '@sluice/shared';
+import {
+  checkRule,
+  MemoryStore,
+  partitionKey,
+  type Rule,
+  type RuleInput,
+  withDefaults,
+} from '@sluice/shared';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../app.js';
 import { loadConfig } from '../config/config.js';
@@ -89,7 +96,7 @@ describe('the hot path, in process', () => {
     const first = await fetch(`${proxyUrl}/hello`);
     expect(first.status).toBe(200);
     expect(first.headers.get('ratelimit-policy')).toBe('"hello";q=2;w=120');
-    expect(first.headers.get('ratelimit')).toBe('"hello";r=1;t=60');
+    expect(first.headers.get('ratelimit')).toBe(`"hello";r=1;t=60;pk=${partitionKey('ip:127.0.0.1')}`);
     await fetch(`${proxyUrl}/hello`);
     const denied = await fetch(`${proxyUrl}/hello`);
     expect(denied.status).toBe(429);

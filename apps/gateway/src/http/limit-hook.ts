@@ -73,7 +73,8 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
       case 'open':
         // admitted without a decision: the policy is known, no numbers are
         context.limited = true;
-        reply.header('ratelimit-policy', decision.rule.policyHeader);
+        // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+        if (!decision.rule.shadow) reply.header('ratelimit-policy', decision.rule.policyHeader);
         proceed(raw, reply, done);
         return;
       case 'unavailable':
@@ -101,8 +102,11 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     const rule = decision.rule;
     const raw = context.raw;
     context.limited = true;
-    reply.header('ratelimit-policy', rule.policyHeader);
-    reply.header('ratelimit', rateLimitHeader(rule.headerItems, decision));
+    // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+    if (!rule.shadow) {
+      reply.header('ratelimit-policy', rule.policyHeader);
+      reply.header('ratelimit', rateLimitHeader(rule.limits, decision));
+    }
     if (!decision.refused) {
       const exchange = decision.exchange;
       if (exchange !== undefined) context.hold(exchange, reply.raw);

@@ -1,9 +1,12 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   headerItemName,
+  partitionKey,
   policyHeader,
   policyItem,
   rateLimitHeader,
+  rateLimitItem,
   remainingOf,
   retryAfterSeconds,
   wholeSecondsUp,
@@ -27,15 +30,16 @@ async function headersAfter(name: string, spec: LimitSpec, costs: number[]) {
   let decision: StoreDecision | undefined;
   for (const cost of costs) decision = await store.acquire([{ key: `{r:${name}}`, spec, cost }]);
   await store.close();
+  const limit = { headerItem: item, spec, clientBy: 'global' };
   return {
     policy: policyHeader([{ item, spec }]),
-    rateLimit: rateLimitHeader([item], decision!),
+    rateLimit: rateLimitHeader([limit], { ...decision!, clientKeys: ['global'] }),
     retryAfter: decision!.allowed ? undefined : retryAfterSeconds(decision!),
   };
 }
 
-describe('decision headers', () => {
-  it('a capacity-1 bucket refilling 1 per hour, just emptied: t=3600, the same as w', async () => {
+describe('decision headers (draft-11)', () => {
+  it('a capacity-1 bucket refilling 1 per hour, just emptied: t=3600 (one more token is the whole quota)', async () => {
     expect(await headersAfter('hourly', bucket(1, 1, 3_600_000), [1])).toEqual({
       policy: '"hourly";q=1;w=3600',
       rateLimit: '"hourly";r=0;t=3600',
@@ -48,26 +52,67 @@ describe('decision headers', () => {
     });
   });
 
-  it('the documented debt example: capacity 10, 1/s, cost 8, maxDebt 10 → r=2;t=8, r=0;t=16, then Retry-After 7', async () => {
+  it('t is until r grows by one, not until full: capacity 100 per minute after 40 requests says t=1, not t=24', async () => {
+    const spec = bucket(100, 100, 60_000);
+    expect((await headersAfter('minute', spec, Array(40).fill(1))).rateLimit).toBe('"minute";r=60;t=1');
+    expect((await headersAfter('minute', spec, [0.5])).rateLimit).toBe('"minute";r=99;t=1');
+    // a full bucket: no more quota can come, t=0
+    const full = { allowed: true, level: 100, remaining: 100, retryAfterMs: 0, resetMs: 0 };
+    expect(rateLimitItem({ headerItem: '"minute"', spec, clientBy: 'global' }, full, 'global', 0)).toBe(
+      '"minute";r=100;t=0',
+    );
+  });
+
+  it('the documented debt example: capacity 10, 1/s, cost 8, maxDebt 10 → r=2;t=1, r=0;t=7, then Retry-After 7 = t', async () => {
     const spec = bucket(10, 1, 1_000, 10);
-    expect((await headersAfter('debt', spec, [8])).rateLimit).toBe('"debt";r=2;t=8');
-    expect((await headersAfter('debt', spec, [8, 8])).rateLimit).toBe('"debt";r=0;t=16');
+    expect((await headersAfter('debt', spec, [8])).rateLimit).toBe('"debt";r=2;t=1');
+    expect((await headersAfter('debt', spec, [8, 8])).rateLimit).toBe('"debt";r=0;t=7');
     expect(await headersAfter('debt', spec, [8, 8, 8])).toEqual({
       policy: '"debt";q=10;w=10',
-      rateLimit: '"debt";r=0;t=16',
+      rateLimit: '"debt";r=0;t=7',
       retryAfter: 7,
     });
   });
 
-  it('a sliding window: q=max, w=window seconds, r=floor(max − estimate), t until the estimate is 0', async () => {
+  it('a denial of cost 1 says t = Retry-After, whatever the refill rate', async () => {
+    for (const [refill, periodMs] of [
+      [1, 1_000],
+      [3, 1_000],
+      [100, 60_000],
+      [7, 3_600_000],
+    ] as const) {
+      const spec = bucket(5, refill, periodMs, 0);
+      const denied = await headersAfter('deny', spec, [1, 1, 1, 1, 1, 1]);
+      expect(denied.retryAfter).toBeGreaterThan(0);
+      expect(denied.rateLimit).toBe(`"deny";r=0;t=${denied.retryAfter}`);
+    }
+  });
+
+  it('a sliding window: q=max, w=window seconds, r=floor(max − estimate), t until the estimate leaves room for one more', async () => {
     const spec = window(10, 60_000);
-    // 0.5 ms into a window: 3 counted now, nothing before; the estimate falls to 0 two windows on
+    // 0.5 ms into a window: 3 counted now, nothing before; flat for 60 s, then 3 → 2 in 20 s more
     expect(await headersAfter('daily', spec, [3])).toEqual({
       policy: '"daily";q=10;w=60',
-      rateLimit: '"daily";r=7;t=120',
+      rateLimit: '"daily";r=7;t=80',
       retryAfter: undefined,
     });
-    expect((await headersAfter('daily', spec, [2.5])).rateLimit).toBe('"daily";r=7;t=120');
+    expect((await headersAfter('daily', spec, [2.5])).rateLimit).toBe('"daily";r=7;t=72');
+    // full: the denial's Retry-After (estimate 9 after 66 s) is t
+    const full = await headersAfter('daily', spec, Array(11).fill(1));
+    expect(full).toMatchObject({ rateLimit: '"daily";r=0;t=66', retryAfter: 66 });
+  });
+
+  it('fractional quotas are written as Integers: q rounded down, r and t whole', async () => {
+    const tenths = bucket(2.5, 1, 1_000, 0);
+    expect(await headersAfter('frac', tenths, [1])).toEqual({
+      policy: '"frac";q=2;w=3',
+      rateLimit: '"frac";r=1;t=1',
+      retryAfter: undefined,
+    });
+    // r already at q's whole units (2 of 2.5): nothing more to come
+    expect((await headersAfter('frac', tenths, [0.25])).rateLimit).toBe('"frac";r=2;t=0');
+    expect((await headersAfter('frac', window(0.5, 1_000), [0.25])).rateLimit).toBe('"frac";r=0;t=0');
+    expect(policyItem('"p"', bucket(0.01, 1, 1_000))).toBe('"p";q=0;w=1');
   });
 
   it('rounds seconds up, never reports negative units, and says Retry-After 1 at least when denied', () => {
@@ -115,7 +160,7 @@ describe('decision headers', () => {
         { item: daily, spec: window(10_000, 86_400_000) },
       ]),
     ).toBe('"orders.burst";q=20;w=2, "orders.daily";q=10000;w=86400');
-    const decision: StoreDecision = {
+    const decision = {
       allowed: false,
       deniedIndex: 1,
       retryAfterMs: 2_500,
@@ -123,9 +168,43 @@ describe('decision headers', () => {
         { allowed: true, level: 12.5, remaining: 12, retryAfterMs: 0, resetMs: 750 },
         { allowed: false, level: 10_000, remaining: 0, retryAfterMs: 2_500, resetMs: 172_800_000 },
       ],
+      clientKeys: ['header:k1', 'global'],
     };
-    expect(rateLimitHeader([burst, daily], decision)).toBe(
-      '"orders.burst";r=12;t=1, "orders.daily";r=0;t=172800',
+    expect(
+      rateLimitHeader(
+        [
+          { headerItem: burst, spec: bucket(20, 10, 1_000), clientBy: 'header' },
+          { headerItem: daily, spec: window(10_000, 86_400_000), clientBy: 'global' },
+        ],
+        decision,
+      ),
+    ).toBe(`"orders.burst";r=12;t=1;pk=${partitionKey('header:k1')}, "orders.daily";r=0;t=3`);
+  });
+
+  it('pk: a Byte Sequence of a hash of the client key, the same for the same key, never the key', () => {
+    const pk = partitionKey('header:secret-api-key-123');
+    expect(pk).toMatch(/^:[A-Za-z0-9+/]{16}:$/);
+    expect(Buffer.from(pk.slice(1, -1), 'base64').toString('latin1')).not.toContain('secret');
+    expect(partitionKey('header:secret-api-key-123')).toBe(pk);
+    expect(partitionKey('header:secret-api-key-124')).not.toBe(pk);
+    expect(partitionKey('ip:203.0.113.7')).toBe(
+      `:${createHash('sha256').update('ip:203.0.113.7').digest().subarray(0, 12).toString('base64')}:`,
     );
+  });
+
+  it('a concurrency limit: t=0 with a free slot, t=1 when all are held', () => {
+    const slots: LimitSpec = { algorithm: 'concurrency', max: 2, leaseMs: 35_000 };
+    const limit = { headerItem: '"c"', spec: slots, clientBy: 'ip' };
+    const at = (held: number, allowed: boolean) => ({
+      allowed,
+      level: held,
+      remaining: remainingOf(slots, held),
+      retryAfterMs: allowed ? 0 : 1_000,
+      resetMs: 0,
+    });
+    const pk = partitionKey('ip:203.0.113.7');
+    expect(rateLimitItem(limit, at(1, true), 'ip:203.0.113.7', 0)).toBe(`"c";r=1;t=0;pk=${pk}`);
+    expect(rateLimitItem(limit, at(2, true), 'ip:203.0.113.7', 0)).toBe(`"c";r=0;t=1;pk=${pk}`);
+    expect(rateLimitItem(limit, at(2, false), 'ip:203.0.113.7', 1_000)).toBe(`"c";r=0;t=1;pk=${pk}`);
   });
 });

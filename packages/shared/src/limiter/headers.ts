@@ -1,13 +1,18 @@
 /**
- * Every number of the decision headers (IETF draft-ietf-httpapi-ratelimit-headers), in one place:
+ * Every number of the decision headers (IETF draft-ietf-httpapi-ratelimit-headers, as of draft-11), in
+ * one place:
  *
  *     RateLimit-Policy: "<item>";q=<quota>;w=<window seconds>, …
- *     RateLimit: "<item>";r=<remaining>;t=<seconds until the whole quota is back>, …
+ *     RateLimit: "<item>";r=<remaining>;t=<seconds until more quota>;pk=:<partition key>:, …
  *     Retry-After: <whole seconds until the request could be admitted, at least 1>
  *
  * one item per limit, in the rule's order: `"<rule>"` for a v1 rule, `"<rule>.<limit>"` for each limit
- * of a v2 rule. Seconds are whole numbers, rounded up.
+ * of a v2 rule. `q`, `w`, `r` and `t` are Integers (draft-11 allows nothing else): seconds rounded up,
+ * fractional quotas rounded down. `t` is draft-11's "until additional quota is made available" (until
+ * `r` grows by one), not the older "until the whole quota is back", so it never exceeds Retry-After
+ * on a 429 of cost 1. `pk` is a hash of the client key, never the key (a per-client limit only).
  */
+import { createHash } from 'node:crypto';
 import { algorithmOf } from './algorithms/index.js';
 import { wholeSecondsUp } from './algorithms/whole-seconds.js';
 import type { LimitOutcome, LimitSpec, StoreDecision } from './limits.js';
@@ -48,17 +53,78 @@ export function policyHeader(items: readonly { readonly item: string; readonly s
   return items.map(({ item, spec }) => policyItem(item, spec)).join(', ');
 }
 
-/** One `RateLimit` item. */
-export function rateLimitItem(item: string, outcome: LimitOutcome): string {
-  return `${item};r=${outcome.remaining};t=${wholeSecondsUp(outcome.resetMs)}`;
+/** What the RateLimit header needs of one limit of a rule (a `LimitPlan` is one). */
+export interface HeaderLimit {
+  /** its item name (`headerItemName`) */
+  readonly headerItem: string;
+  readonly spec: LimitSpec;
+  /** `global`: one quota shared by every client, so no partition key */
+  readonly clientBy: string;
 }
 
-/** The whole `RateLimit` value: `items[i]` names `decision.limits[i]`. */
-export function rateLimitHeader(items: readonly string[], decision: StoreDecision): string {
+/** What the RateLimit header needs of a decision (a gateway's `LimitedDecision` is one). */
+export interface HeaderDecision {
+  /** one outcome per limit, in the rule's order */
+  readonly limits: readonly LimitOutcome[];
+  /** each limit's client key, in the rule's order */
+  readonly clientKeys: readonly string[];
+  /** the decision's wait (Retry-After), ms; 0 when allowed */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * The `t` of one limit, ms: its plug-in's time until `r` grows by one. A denied limit with nothing
+ * left is also bounded by the decider's own waits, so `t` never contradicts Retry-After. That bound
+ * also speaks when the plug-in sees more than `r` (a lease at its limit: what accrues is the next
+ * lease's, and the request is told none is left, while its balance already holds it).
+ */
+export function moreQuotaMs(spec: LimitSpec, outcome: LimitOutcome, decisionRetryAfterMs: number): number {
+  const ms = algorithmOf(spec).moreQuotaMs(spec, outcome);
+  if (outcome.allowed || outcome.remaining > 0) return ms;
+  const decided = Math.min(outcome.retryAfterMs || decisionRetryAfterMs, decisionRetryAfterMs);
+  return ms === 0 ? decided : Math.min(ms, decided);
+}
+
+/** Partition keys by client key: hashing is the dearest part of a header, and a client asks again. */
+const partitionKeys = new Map<string, string>();
+const PARTITION_KEYS_KEPT = 10_000;
+
+/**
+ * draft-11's `pk` for a client key: an sf-binary of the first 12 bytes of its SHA-256. Stable across
+ * gateways and restarts (a client can tell its partitions apart), and never the key itself (an API key
+ * in a header that logs and caches keep).
+ */
+export function partitionKey(clientKey: string): string {
+  let pk = partitionKeys.get(clientKey);
+  if (pk === undefined) {
+    pk = `:${createHash('sha256').update(clientKey).digest().subarray(0, 12).toString('base64')}:`;
+    // a bounded memo: forgetting everything at once is cheaper than ordering it, and rare
+    if (partitionKeys.size >= PARTITION_KEYS_KEPT) partitionKeys.clear();
+    partitionKeys.set(clientKey, pk);
+  }
+  return pk;
+}
+
+/** One `RateLimit` item. */
+export function rateLimitItem(
+  limit: HeaderLimit,
+  outcome: LimitOutcome,
+  clientKey: string | undefined,
+  decisionRetryAfterMs: number,
+): string {
+  const t = wholeSecondsUp(moreQuotaMs(limit.spec, outcome, decisionRetryAfterMs));
+  const item = `${limit.headerItem};r=${outcome.remaining};t=${t}`;
+  return limit.clientBy === 'global' || clientKey === undefined
+    ? item
+    : `${item};pk=${partitionKey(clientKey)}`;
+}
+
+/** The whole `RateLimit` value: `limits[i]` names `decision.limits[i]`. */
+export function rateLimitHeader(limits: readonly HeaderLimit[], decision: HeaderDecision): string {
   let header = '';
   for (let i = 0; i < decision.limits.length; i++) {
     if (i > 0) header += ', ';
-    header += rateLimitItem(items[i]!, decision.limits[i]!);
+    header += rateLimitItem(limits[i]!, decision.limits[i]!, decision.clientKeys[i], decision.retryAfterMs);
   }
   return header;
 }

@@ -170,7 +170,16 @@ export interface Algorithm<
 
   /** The `r` of RateLimit: whole units left at `level`, never negative. */
   remaining(spec: Spec, level: number): number;
-  /** Its `RateLimit-Policy` parameters after the item name: `q=10;w=60`, `q=5;qu="concurrent-requests"`. */
+  /**
+   * The `t` of RateLimit as draft-11 reads it, in ms: with no further traffic, how long until `r`
+   * (`outcome.remaining`) grows by one; 0 when it cannot grow (the quota is whole, or `r` is already
+   * at the quota's whole units). Never shorter than the truth: a client waiting `t` finds more quota.
+   */
+  moreQuotaMs(spec: Spec, outcome: LimitOutcome): number;
+  /**
+   * Its `RateLimit-Policy` parameters after the item name: `q=10;w=60`, `q=5;qu="concurrent-requests"`
+   * (draft-11 wants Integers: a fractional quota is written rounded down).
+   */
   policyParameters(spec: Spec): string;
   /** The level of a limit nobody asked (a full bucket, an empty window, no slot held). */
   idleLevel(spec: Spec): number;

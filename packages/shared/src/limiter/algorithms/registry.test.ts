@@ -37,6 +37,7 @@ const MEMBERS = {
   keyName: 'function',
   redisState: 'object',
   remaining: 'function',
+  moreQuotaMs: 'function',
   policyParameters: 'function',
   idleLevel: 'function',
   carryForward: 'function',

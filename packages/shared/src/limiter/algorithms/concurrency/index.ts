@@ -5,7 +5,12 @@
  * sorted set of their own (`<limit name>:slots`: lease id → expiry), never in a string state.
  */
 import { type Algorithm, fullInSeconds, outcomeLater } from '../algorithm.js';
-import { type ConcurrencySpec, concurrencyModel, type SlotsState } from './model.js';
+import {
+  CONCURRENCY_RETRY_AFTER_MS,
+  type ConcurrencySpec,
+  concurrencyModel,
+  type SlotsState,
+} from './model.js';
 import { type CONCURRENCY_FIELDS, type ConcurrencyLimitSchema, concurrencyFormat } from './rule-format.js';
 
 /** Free slots, never negative. */
@@ -43,6 +48,8 @@ export const concurrency: Algorithm<
   redisState: { command: (key) => ['ZRANGE', key, '0', '-1', 'WITHSCORES'], parse: parseSlotsState },
 
   remaining: slotsLeft,
+  // a free slot is there now; else one may come back any moment (a denial says Retry-After: 1)
+  moreQuotaMs: (_spec, outcome) => (outcome.remaining > 0 ? 0 : CONCURRENCY_RETRY_AFTER_MS),
   // a quota of requests in flight has no window
   policyParameters: (spec) => `q=${spec.max};qu="concurrent-requests"`,
   idleLevel: () => 0,

@@ -4,6 +4,7 @@
  * window nobody asked is empty, a cached denial keeps its estimate (it can only have fallen since, so
  * `r` errs low), and it is never leased.
  */
+import type { LimitOutcome } from '../../limits.js';
 import { type Algorithm, fullInSeconds, outcomeLater } from '../algorithm.js';
 import { windowSeconds } from '../whole-seconds.js';
 import { type SlidingWindowSpec, slidingWindowModel, type WindowState } from './model.js';
@@ -17,6 +18,24 @@ import {
 function unitsLeft(spec: SlidingWindowSpec, estimate: number): number {
   const left = spec.max - estimate;
   return left > 0 ? Math.floor(left) : 0;
+}
+
+/**
+ * Until `r` grows by one: the estimate `E` must fall to `max − (r + 1)`. An outcome carries `E` and the
+ * time `R` until it is 0, not how `E` splits into this window's count and the previous one's, so this
+ * is the slowest way `E` can fall (everything counted in this window: flat until the window ends, then
+ * down to 0 over the next one) — never earlier than the truth, and exact when nothing was counted in
+ * this window (`R` within one window: `E` falls in a straight line to 0 at `R`). Every other split
+ * falls at least as fast at every moment.
+ */
+function untilOneMoreMs(spec: SlidingWindowSpec, outcome: LimitOutcome): number {
+  const estimate = outcome.level;
+  const target = spec.max - (outcome.remaining + 1);
+  if (target < 0 || estimate <= target) return 0;
+  const resetMs = outcome.resetMs;
+  const left = target / estimate;
+  const ms = resetMs <= spec.windowMs ? resetMs * (1 - left) : resetMs - spec.windowMs * left;
+  return Math.min(resetMs, Math.ceil(ms));
 }
 
 /** `"<windowIndex> <current> <previous>"`, as the Lua twin writes it ('%.17g' each); anything else is nothing. */
@@ -42,7 +61,8 @@ export const slidingWindow: Algorithm<
   redisState: { command: (key) => ['GET', key], parse: parseWindowState },
 
   remaining: unitsLeft,
-  policyParameters: (spec) => `q=${spec.max};w=${windowSeconds(spec.windowMs)}`,
+  moreQuotaMs: untilOneMoreMs,
+  policyParameters: (spec) => `q=${Math.floor(spec.max)};w=${windowSeconds(spec.windowMs)}`,
   idleLevel: () => 0,
   carryForward: (outcome, spec, elapsedMs) =>
     outcomeLater(outcome, outcome.level, unitsLeft(spec, outcome.level), elapsedMs),

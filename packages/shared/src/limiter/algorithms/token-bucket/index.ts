@@ -43,8 +43,17 @@ export const tokenBucket: Algorithm<
   redisState: { command: (key) => ['GET', key], parse: parseBucketState },
 
   remaining: (_spec, level) => tokensLeft(level),
-  // `w`: an empty bucket's time to be full, by the same arithmetic as `t` (a just-emptied bucket says t = w)
-  policyParameters: (spec) => `q=${spec.capacity};w=${windowSeconds(capacityRefillMs(spec))}`,
+  // until the balance holds one whole token more than `r`, by the model's own search (the one that
+  // decides): on a denial of cost 1 that is exactly its Retry-After (b back to 1)
+  moreQuotaMs(spec, outcome) {
+    const wanted = outcome.remaining + 1;
+    if (wanted > spec.capacity) return 0;
+    return tokenBucketModel
+      .evaluate({ balance: outcome.level, updatedAtMs: 0 }, { ...spec, maxDebt: 0 }, wanted, 0)
+      .hold().retryAfterMs;
+  },
+  // `w`: an empty bucket's time to be full, by the same arithmetic as the waits
+  policyParameters: (spec) => `q=${Math.floor(spec.capacity)};w=${windowSeconds(capacityRefillMs(spec))}`,
   idleLevel: (spec) => spec.capacity,
   carryForward(outcome: LimitOutcome, spec, elapsedMs) {
     const balance = balanceAt({ balance: outcome.level, updatedAtMs: 0 }, spec, elapsedMs);
