@@ -79,13 +79,26 @@ describe('acquire.lua: several limits in one call', () => {
       /unknown algorithm/,
     );
     await expect(
-      client.sluiceAcquire(1, key, 'acquire', '', '', '2', 'sliding-window', '1', '5', '1000'),
+      client.sluiceAcquire(1, key, 'acquire', '', '', '2', 'sliding-window', '1', '5', '1000', 'W5/1000'),
     ).rejects.toThrow(/number of checks/);
     await expect(
-      client.sluiceAcquire(1, key, 'acquire', '', '', '1', 'sliding-window', '1', '5', '1000', 'x'),
+      client.sluiceAcquire(
+        1,
+        key,
+        'acquire',
+        '',
+        '',
+        '1',
+        'sliding-window',
+        '1',
+        '5',
+        '1000',
+        'W5/1000',
+        'x',
+      ),
     ).rejects.toThrow(/unexpected arguments/);
     await expect(
-      client.sluiceAcquire(1, key, 'acquire', '', '', '1', 'sliding-window', '0', '5', '1000'),
+      client.sluiceAcquire(1, key, 'acquire', '', '', '1', 'sliding-window', '0', '5', '1000', 'W5/1000'),
     ).rejects.toThrow(/bad cost/);
   });
 });

@@ -29,7 +29,8 @@ nothing at all is written.
 
 "settle": each settlement applied to its key in order (see each snippet's "settle"): one script call
 gives back a request's slots and settles its cost difference. Returns 2 values per settlement: level
-('%.17g') and resetMs (whole ms). "renew" is the same with each snippet's "renew" instead of its
+('%.17g') and resetMs (whole ms); '0' and -1 for a settlement dropped because its key's state was
+written under another version of the limit (an edit since the admission: state-tag.ts). "renew" is the same with each snippet's "renew" instead of its
 "settle", and replies the same way.
 
 "acquire" returns 4 values per check, then the decision's clock ('%.17g' ms), in order: allowed (1|0: this limit alone would admit), level ('%.17g'
@@ -160,9 +161,15 @@ local function settleRequest(keyBase, n, i, last, renewing)
     i = i + 2
     local key = KEYS[keyBase + k]
     local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs)
-    if not algorithm.ownsKey then store(key, value, ttlMs) end
-    reply[#reply + 1] = fmt(level)
-    reply[#reply + 1] = resetMs
+    if level == nil then
+      -- dropped: the state was written under another version of the limit (state-tag.ts)
+      reply[#reply + 1] = '0'
+      reply[#reply + 1] = -1
+    else
+      if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
+      reply[#reply + 1] = fmt(level)
+      reply[#reply + 1] = resetMs
+    end
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
   return reply

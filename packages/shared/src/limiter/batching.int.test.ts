@@ -250,7 +250,7 @@ describe('batching changes the cost, never a result', () => {
 
   it('a request with bad arguments fails alone; the others of its batch are decided', async () => {
     const key = (name: string) => `${PREFIX}${limitKey('', 'bad', '', name)}`;
-    const bucket = ['token-bucket', '1', '5', '1', '1000', '0'];
+    const bucket = ['token-bucket', '1', '5', '1', '1000', '0', 'T5/1/1000'];
     const reply = (await batched.client.sluiceAcquire(
       3,
       key('x'),

@@ -6,13 +6,14 @@
 import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { remainingOf } from './headers.js';
-import type {
-  LimitCheck,
-  LimitOutcome,
-  LimitSpec,
-  SettledLimit,
-  Settlement,
-  StoreDecision,
+import {
+  DROPPED_SETTLEMENT,
+  type LimitCheck,
+  type LimitOutcome,
+  type LimitSpec,
+  type SettledLimit,
+  type Settlement,
+  type StoreDecision,
 } from './limits.js';
 
 /** Where the engine reads and writes the state of each key (a store's own table). */
@@ -102,6 +103,7 @@ export function settleFrom(
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   return settlements.map((settlement) => {
     const settled = algorithmOf(settlement.spec).settle(table.get(settlement.key), settlement, nowMs);
+    if (settled.dropped) return DROPPED_SETTLEMENT;
     table.set(settlement.key, settled.state, settled.ttlMs);
     return settledOf(settlement.spec, settled.level, settled.resetMs);
   });

@@ -59,11 +59,25 @@ export interface Settlement {
 
 /** What one limit looks like after a settlement. */
 export interface SettledLimit {
-  /** as `LimitOutcome.level`: balance, estimate, or slots held */
+  /** as `LimitOutcome.level`: balance, estimate, or slots held (0 when dropped) */
   readonly level: number;
   readonly remaining: number;
   readonly resetMs: number;
+  /**
+   * true: nothing was applied, the limit was edited since the admission (its state records other
+   * numbers or another algorithm, algorithms/state-tag.ts) and the settlement's arithmetic no longer
+   * describes it
+   */
+  readonly dropped?: true;
 }
+
+/** A settlement computed for an older version of its limit, dropped (level 0, reset -1 in the script's reply). */
+export const DROPPED_SETTLEMENT: SettledLimit = Object.freeze({
+  level: 0,
+  remaining: 0,
+  resetMs: 0,
+  dropped: true,
+});
 
 /** What one limit says about a request. */
 export interface LimitOutcome {

@@ -16,6 +16,7 @@
 import type { Static, TObject, TSchema } from 'typebox';
 import type { Client, RuleFieldError } from '../../rules/fields.js';
 import type { LimitOutcome, Settlement } from '../limits.js';
+import type { Dropped } from './state-tag.js';
 
 /** What every spec carries: the name of the plug-in that decides it. */
 export interface SpecBase {
@@ -49,13 +50,20 @@ export interface Evaluation<State> {
 }
 
 /** A settlement's result: the state to store (as `Charged`) and the limit's level after it. */
-export interface Settled<State> {
+export interface Applied<State> {
+  readonly dropped?: undefined;
   readonly level: number;
   readonly resetMs: number;
   readonly state: State;
   /** as `Charged.ttlMs` */
   readonly ttlMs: number;
 }
+
+/**
+ * A settlement applied, or dropped: the state was written under another version of the limit (an
+ * edit since the admission, state-tag.ts), which the settlement's arithmetic does not describe.
+ */
+export type Settled<State> = Applied<State> | Dropped;
 
 /** The decision arithmetic (model.ts), the twin of the algorithm's Lua snippet. */
 export interface AlgorithmModel<Spec extends SpecBase, State> {
@@ -72,7 +80,10 @@ export interface AlgorithmModel<Spec extends SpecBase, State> {
    * another algorithm (a limit whose algorithm was edited) counts as nothing, as in Lua.
    */
   evaluate(state: unknown, spec: Spec, cost: number, nowMs: number, leaseId?: string): Evaluation<State>;
-  /** The end of an exchange on this limit (see `Settlement`): the next state and what it shows. */
+  /**
+   * The end of an exchange on this limit (see `Settlement`): the next state and what it shows, or
+   * `DROPPED` when the stored state was written under another version of the limit (state-tag.ts).
+   */
   settle(state: unknown, settlement: Settlement & { readonly spec: Spec }, nowMs: number): Settled<State>;
 }
 

@@ -3,7 +3,14 @@
  * reply of the wrong shape is a `STORE_ERROR` (never a guessed decision).
  */
 import { decisionOf, outcomeOf, settledOf } from '../engine.js';
-import type { LimitCheck, LimitOutcome, SettledLimit, Settlement, StoreDecision } from '../limits.js';
+import {
+  DROPPED_SETTLEMENT,
+  type LimitCheck,
+  type LimitOutcome,
+  type SettledLimit,
+  type Settlement,
+  type StoreDecision,
+} from '../limits.js';
 import { StoreError } from '../store.js';
 
 /** An acquire's reply: per check allowed 1|0, level ('%.17g'), retry-after and reset (whole ms); then the clock. */
@@ -15,7 +22,7 @@ export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): 
   return decisionOf(outcomes, atMs);
 }
 
-/** A settlement's reply: per settlement its level ('%.17g') and reset (whole ms). */
+/** A settlement's reply: per settlement its level ('%.17g') and reset (whole ms; -1: dropped, an edit since). */
 export function settledOfReply(reply: unknown, settlements: readonly Settlement[]): SettledLimit[] {
   if (!Array.isArray(reply) || reply.length !== 2 * settlements.length) throw unreadable(reply);
   const settled: SettledLimit[] = new Array(settlements.length);
@@ -24,7 +31,7 @@ export function settledOfReply(reply: unknown, settlements: readonly Settlement[
     const resetMs: unknown = reply[2 * i + 1];
     const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
     if (!Number.isFinite(level) || typeof resetMs !== 'number') throw unreadable(reply);
-    settled[i] = settledOf(settlements[i]!.spec, level, resetMs);
+    settled[i] = resetMs === -1 ? DROPPED_SETTLEMENT : settledOf(settlements[i]!.spec, level, resetMs);
   }
   return settled;
 }

@@ -38,14 +38,22 @@ function untilOneMoreMs(spec: SlidingWindowSpec, outcome: LimitOutcome): number 
   return Math.min(resetMs, Math.ceil(ms));
 }
 
-/** `"<windowIndex> <current> <previous>"`, as the Lua twin writes it ('%.17g' each); anything else is nothing. */
+/**
+ * `"<windowIndex> <current> <previous> <tag>"`, as the Lua twin writes it ('%.17g' each, then the tag);
+ * anything else (another algorithm's state, one written before tags) is nothing.
+ */
 export function parseWindowState(reply: unknown): WindowState | undefined {
   if (typeof reply !== 'string') return undefined;
   const parts = reply.split(' ');
-  if (parts.length !== 3 || parts.some((part) => part === '' || !Number.isFinite(Number(part)))) {
-    return undefined;
-  }
-  return { windowIndex: Number(parts[0]), current: Number(parts[1]), previous: Number(parts[2]) };
+  if (parts.length !== 4 || !parts[3]!.startsWith('W')) return undefined;
+  const numbers = parts.slice(0, 3);
+  if (numbers.some((part) => part === '' || !Number.isFinite(Number(part)))) return undefined;
+  return {
+    windowIndex: Number(parts[0]),
+    current: Number(parts[1]),
+    previous: Number(parts[2]),
+    tag: parts[3]!,
+  };
 }
 
 export const slidingWindow: Algorithm<

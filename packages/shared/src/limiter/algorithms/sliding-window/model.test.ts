@@ -78,7 +78,7 @@ describe('the sliding window (Cloudflare approximation)', () => {
     // back in window 5: evaluated at 6_000 (weight 1): 4 + 4 = 8
     expect(w.take(3, 5_900)).toMatchObject({ allowed: false, level: 8 });
     expect(w.take(2, 5_900)).toMatchObject({ allowed: true, level: 10 });
-    expect(w.state).toEqual({ windowIndex: 6, current: 6, previous: 4 });
+    expect(w.state).toEqual({ windowIndex: 6, current: 6, previous: 4, tag: 'W10/1000' });
   });
 
   it('rejects limits, costs and clocks out of range with a coded error', () => {

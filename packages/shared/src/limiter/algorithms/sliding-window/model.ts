@@ -20,6 +20,12 @@
  *   for a window, and nothing it admitted is forgotten;
  * - `retryAfterMs` and `resetMs` (until the estimate is 0) are whole ms found with the deciding
  *   expression itself (see `waitMs`).
+ *
+ * Edits (state-tag.ts): the state records `W<max>/<windowMs>`. A new `max` keeps the counts as they
+ * are; a window of another length cannot read counts indexed in the old one (a 1-minute index read as
+ * hours is a window 3,000 years ahead), so the old window's estimate now is carried into the new
+ * window as its `current`: what was admitted recently still counts, and the state is again at most two
+ * windows from empty. A settlement computed for another version is dropped.
  */
 import type { Settlement } from '../../limits.js';
 import {
@@ -30,6 +36,7 @@ import {
   type Settled,
   type Verdict,
 } from '../algorithm.js';
+import { DROPPED, perSpec } from '../state-tag.js';
 import { waitMs } from '../wait.js';
 
 /**
@@ -44,12 +51,27 @@ export interface SlidingWindowSpec {
   readonly windowMs: number;
 }
 
-/** What a store keeps per window; in Redis the string `"<windowIndex> <current> <previous>"` ('%.17g'). */
+/**
+ * What a store keeps per window; in Redis the string `"<windowIndex> <current> <previous> <tag>"`
+ * ('%.17g' each, then the tag).
+ */
 export interface WindowState {
   /** `floor(ms / windowMs)` of the window `current` counts */
   readonly windowIndex: number;
   readonly current: number;
   readonly previous: number;
+  /** the numbers it was written under, `windowTag` */
+  readonly tag: string;
+}
+
+/** `W<max>/<windowMs>`: what a window's state records of its limit (state-tag.ts). */
+export const windowTag: (limits: WindowLimits) => string = perSpec(
+  (limits) => `W${limits.max}/${limits.windowMs}`,
+);
+
+/** The window length a tag records (`W<max>/<windowMs>`). */
+function windowMsOfTag(tag: string): number {
+  return Number(tag.slice(tag.indexOf('/') + 1));
 }
 
 /** The counts in force at a moment, with the time since their window began. */
@@ -73,7 +95,7 @@ export function assertWindowArguments(limits: WindowLimits, cost: number): void 
 export const slidingWindowModel: AlgorithmModel<SlidingWindowSpec, WindowState> = {
   name: 'sliding-window',
   assertArguments: assertWindowArguments,
-  luaArguments: (spec) => [String(spec.max), String(spec.windowMs)],
+  luaArguments: (spec) => [String(spec.max), String(spec.windowMs), windowTag(spec)],
   evaluate: evaluateWindow,
   settle: settleWindow,
 };
@@ -91,6 +113,9 @@ export function settleWindow(
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const { windowMs } = settlement.spec;
   const { delta } = settlement;
+  const tag = windowTag(settlement.spec);
+  // a state of other numbers, or of another algorithm: the settlement was computed for an older version
+  if (state !== undefined && !(isWindowState(state) && state.tag === tag)) return DROPPED;
   const c = countsAt(isWindowState(state) ? state : undefined, windowMs, nowMs);
   let current = c.current;
   let previous = c.previous;
@@ -101,7 +126,7 @@ export function settleWindow(
     if (admittedIndex === c.windowIndex) current = Math.max(0, current + delta);
     else if (admittedIndex === c.windowIndex - 1) previous = Math.max(0, previous + delta);
   }
-  const next: WindowState = { windowIndex: c.windowIndex, current, previous };
+  const next: WindowState = { windowIndex: c.windowIndex, current, previous, tag };
   const resetMs = untilEmptyMs(next, windowMs, nowMs);
   return { level: estimateAt(next, windowMs, nowMs), resetMs, state: next, ttlMs: resetMs };
 }
@@ -120,7 +145,8 @@ export function evaluateWindow(
 ): Evaluation<WindowState> {
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const { max, windowMs } = limits;
-  const current = isWindowState(state) ? state : undefined;
+  const tag = windowTag(limits);
+  const current = currentState(state, windowMs, tag, nowMs);
   const c = countsAt(current, windowMs, nowMs);
   const estimate = estimateOf(c, windowMs);
   const allowed = estimate + cost <= max;
@@ -146,12 +172,27 @@ export function evaluateWindow(
         windowIndex: c.windowIndex,
         current: c.current + cost,
         previous: c.previous,
+        tag,
       };
       const level = estimateAt(next, windowMs, nowMs);
       const resetMs = untilEmptyMs(next, windowMs, nowMs);
       return { verdict: { allowed, level, retryAfterMs: 0, resetMs }, state: next, ttlMs: resetMs };
     },
   };
+}
+
+/**
+ * The state a decision starts from: none; the stored one; or, written under a window of another length
+ * (an edit), that window's estimate now carried into the new window as its `current`.
+ */
+function currentState(state: unknown, windowMs: number, tag: string, nowMs: number): WindowState | undefined {
+  if (!isWindowState(state)) return undefined;
+  if (state.tag === tag) return state;
+  const writtenMs = windowMsOfTag(state.tag);
+  if (writtenMs === windowMs) return state;
+  if (!(writtenMs > 0 && writtenMs < Number.POSITIVE_INFINITY)) return undefined; // unreadable: nothing
+  const carried = estimateAt(state, writtenMs, nowMs);
+  return { windowIndex: Math.floor(nowMs / windowMs), current: carried, previous: 0, tag };
 }
 
 function countsAt(state: WindowState | undefined, windowMs: number, atMs: number): Counts {
@@ -203,6 +244,8 @@ function isWindowState(state: unknown): state is WindowState {
     state !== null &&
     typeof (state as WindowState).windowIndex === 'number' &&
     typeof (state as WindowState).current === 'number' &&
-    typeof (state as WindowState).previous === 'number'
+    typeof (state as WindowState).previous === 'number' &&
+    typeof (state as WindowState).tag === 'string' &&
+    (state as WindowState).tag.startsWith('W')
   );
 }

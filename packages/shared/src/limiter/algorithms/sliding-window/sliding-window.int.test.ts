@@ -41,7 +41,7 @@ describe('sliding-window.lua', () => {
     });
   });
 
-  it('stores "<windowIndex> <current> <previous>" for as long as the estimate is above 0 (at most two windows)', async () => {
+  it('stores "<windowIndex> <current> <previous> <tag>" for as long as the estimate is above 0 (at most two windows)', async () => {
     const { store, admin, prefix } = redis;
     const req = check('ttl', window(5, 10_000), 2);
     const [seconds] = await admin.time();
@@ -54,9 +54,10 @@ describe('sliding-window.lua', () => {
     const ttl = await admin.pttl(prefix + req[0]!.key);
     expect(ttl).toBeGreaterThan(resetMs - 1_000);
     expect(ttl).toBeLessThanOrEqual(resetMs);
-    const [index, current, previous] = (await admin.get(prefix + req[0]!.key))!.split(' ').map(Number);
-    expect(Math.abs(index! - Math.floor(nowMs / 10_000))).toBeLessThanOrEqual(1);
-    expect([current, previous]).toEqual([2, 0]);
+    const [index, current, previous, tag] = (await admin.get(prefix + req[0]!.key))!.split(' ');
+    expect(Math.abs(Number(index) - Math.floor(nowMs / 10_000))).toBeLessThanOrEqual(1);
+    expect([Number(current), Number(previous)]).toEqual([2, 0]);
+    expect(tag).toBe('W5/10000'); // the numbers it was written under
 
     // denied (more than max): nothing written
     const never = check('never', window(5, 10_000), 6);

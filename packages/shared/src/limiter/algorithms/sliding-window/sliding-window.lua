@@ -6,19 +6,24 @@ one, change the other (the differential test compares them).
 A snippet of acquire.lua (spliced in where it says so when the script is loaded): it registers the
 algorithm in ALGORITHMS and uses the script's helpers (waitMs, fmt).
 
-ARGV of one check, after the algorithm name and the cost (arity 2):
+ARGV of one check, after the algorithm name and the cost (arity 3):
   max        most cost the estimate may reach; > 0
   windowMs   window length in milliseconds; > 0
+  tag        "W<max>/<windowMs>" (state-tag.ts): the numbers the state is written under
 
 estimate = current + previous * (1 - elapsed / windowMs), windows aligned to whole multiples of
 windowMs since the epoch; admitted iff estimate + cost <= max.
 
-settle (ARGV after the 2 numbers: delta, admittedAtMs): delta > 0 is counted on top in the window
+settle (ARGV after the 3 values: delta, admittedAtMs): delta > 0 is counted on top in the window
 of now; delta < 0 is given back to the window of admittedAtMs (never below 0) while it still counts.
+A state written under another tag (the limit was edited since the admission) is left alone: the
+settlement is dropped.
 
-State: the string "<windowIndex> <current> <previous>", '%.17g' each. It matters until the estimate
-is 0 (at most two windows), so that is its time to live. Absent, or unreadable (another algorithm's
-state) = nothing counted.
+State: the string "<windowIndex> <current> <previous> <tag>", the numbers '%.17g'. It matters until
+the estimate is 0 (at most two windows), so that is its time to live. Absent, or unreadable (another
+algorithm's state, or one written before tags) = nothing counted. Written under another tag (an edit):
+a new max keeps the counts; a window of another length carries the old window's estimate now into the
+new window as its current (its index means nothing in the new length).
 ]]
 ALGORITHMS['sliding-window'] = (function()
   -- the counts in force at atMs: windowIndex, current, previous, elapsedMs
@@ -62,35 +67,56 @@ ALGORITHMS['sliding-window'] = (function()
       guessMs(current, previous, elapsedMs, windowMs, 0))
   end
 
+  -- { windowIndex, current, previous, tag }; nil for nothing, another algorithm's or an untagged state
   local function parseState(stored)
     if not stored then return nil end
-    local a, b = string.find(stored, ' ', 1, true)
+    local a = string.find(stored, ' ', 1, true)
     if not a then return nil end
-    local c = string.find(stored, ' ', b + 1, true)
+    local c = string.find(stored, ' ', a + 1, true)
     if not c then return nil end
+    local d = string.find(stored, ' ', c + 1, true)
+    if not d or string.byte(stored, d + 1) ~= 87 then return nil end -- not 'W': another algorithm's
     local st = {
       windowIndex = tonumber(string.sub(stored, 1, a - 1)),
       current = tonumber(string.sub(stored, a + 1, c - 1)),
-      previous = tonumber(string.sub(stored, c + 1)),
+      previous = tonumber(string.sub(stored, c + 1, d - 1)),
+      tag = string.sub(stored, d + 1),
     }
     if st.windowIndex and st.current and st.previous then return st end
     return nil
   end
 
+  -- the state a decision starts from: written under a window of another length (an edit), that
+  -- window's estimate now, carried into the new window as its current (model.ts: currentState)
+  local function currentState(st, s, nowMs)
+    if not st or st.tag == s.tag then return st end
+    local slash = string.find(st.tag, '/', 1, true)
+    local writtenMs = slash and tonumber(string.sub(st.tag, slash + 1))
+    if writtenMs == s.windowMs then return st end
+    if not (writtenMs and writtenMs > 0 and writtenMs < math.huge) then return nil end
+    local carried = estimateAt(st, writtenMs, nowMs)
+    return { windowIndex = math.floor(nowMs / s.windowMs), current = carried, previous = 0, tag = s.tag }
+  end
+
+  local function encode(st)
+    return fmt(st.windowIndex) .. ' ' .. fmt(st.current) .. ' ' .. fmt(st.previous) .. ' ' .. st.tag
+  end
+
   return {
-    arity = 2,
+    arity = 3,
 
     spec = function(argv, i)
-      local s = { max = tonumber(argv[i]), windowMs = tonumber(argv[i + 1]) }
+      local s = { max = tonumber(argv[i]), windowMs = tonumber(argv[i + 1]), tag = argv[i + 2] }
       if s.max and s.max > 0 and s.max < math.huge
-          and s.windowMs and s.windowMs > 0 and s.windowMs < math.huge then
+          and s.windowMs and s.windowMs > 0 and s.windowMs < math.huge
+          and s.tag and string.byte(s.tag, 1) == 87 and string.find(s.tag, '/', 1, true) then
         return s
       end
       return nil
     end,
 
     evaluate = function(s, cost, stored, nowMs)
-      local st = parseState(stored)
+      local st = currentState(parseState(stored), s, nowMs)
       local windowMs = s.windowMs
       local windowIndex, current, previous, elapsedMs = countsAt(st, windowMs, nowMs)
       local estimate = estimateOf(current, previous, elapsedMs, windowMs)
@@ -115,19 +141,21 @@ ALGORITHMS['sliding-window'] = (function()
 
         -- charged: level, resetMs, the state to store, its time to live (ms)
         charge = function()
-          local nxt = { windowIndex = windowIndex, current = current + cost, previous = previous }
+          local nxt = { windowIndex = windowIndex, current = current + cost, previous = previous, tag = s.tag }
           local level = estimateAt(nxt, windowMs, nowMs)
           local resetMs = untilEmptyMs(nxt, windowMs, nowMs)
-          local value = fmt(nxt.windowIndex) .. ' ' .. fmt(nxt.current) .. ' ' .. fmt(nxt.previous)
-          return level, resetMs, value, resetMs
+          return level, resetMs, encode(nxt), resetMs
         end,
       }
     end,
 
-    -- level, resetMs, the state to store, its time to live (ms)
+    -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
     settle = function(s, delta, admittedAtMs, stored, nowMs)
       local windowMs = s.windowMs
-      local windowIndex, current, previous = countsAt(parseState(stored), windowMs, nowMs)
+      local st = parseState(stored)
+      -- a state of other numbers, or of another algorithm: computed for an older version of the limit
+      if stored and not (st and st.tag == s.tag) then return nil end
+      local windowIndex, current, previous = countsAt(st, windowMs, nowMs)
       if delta > 0 then
         current = current + delta
       elseif delta < 0 then
@@ -138,10 +166,9 @@ ALGORITHMS['sliding-window'] = (function()
           previous = math.max(0, previous + delta)
         end
       end
-      local nxt = { windowIndex = windowIndex, current = current, previous = previous }
+      local nxt = { windowIndex = windowIndex, current = current, previous = previous, tag = s.tag }
       local resetMs = untilEmptyMs(nxt, windowMs, nowMs)
-      local value = fmt(nxt.windowIndex) .. ' ' .. fmt(nxt.current) .. ' ' .. fmt(nxt.previous)
-      return estimateAt(nxt, windowMs, nowMs), resetMs, value, resetMs
+      return estimateAt(nxt, windowMs, nowMs), resetMs, encode(nxt), resetMs
     end,
   }
 end)()

@@ -9,6 +9,7 @@ import { windowSeconds } from '../whole-seconds.js';
 import {
   type BucketState,
   balanceAt,
+  bucketTag,
   capacityRefillMs,
   type TokenBucketSpec,
   tokenBucketModel,
@@ -20,14 +21,19 @@ function tokensLeft(balance: number): number {
   return balance > 0 ? Math.floor(balance) : 0;
 }
 
-/** `"<balance> <updatedAtMs>"`, as the Lua twin writes it ('%.17g' each); anything else is nothing. */
+/**
+ * `"<balance> <updatedAtMs> <tag>"`, as the Lua twin writes it ('%.17g' each, then the tag; without a
+ * tag: written before tags); anything else (another algorithm's state) is nothing.
+ */
 export function parseBucketState(reply: unknown): BucketState | undefined {
   if (typeof reply !== 'string') return undefined;
   const parts = reply.split(' ');
-  if (parts.length !== 2 || parts.some((part) => part === '' || !Number.isFinite(Number(part)))) {
-    return undefined;
-  }
-  return { balance: Number(parts[0]), updatedAtMs: Number(parts[1]) };
+  if (parts.length !== 2 && !(parts.length === 3 && parts[2]!.startsWith('T'))) return undefined;
+  if (parts[0] === '' || parts[1] === '') return undefined;
+  const balance = Number(parts[0]);
+  const updatedAtMs = Number(parts[1]);
+  if (!Number.isFinite(balance) || !Number.isFinite(updatedAtMs)) return undefined;
+  return parts.length === 3 ? { balance, updatedAtMs, tag: parts[2]! } : { balance, updatedAtMs };
 }
 
 export const tokenBucket: Algorithm<
@@ -79,7 +85,12 @@ export const tokenBucket: Algorithm<
   }),
   leaseWaitMs: (spec, outcome, tokens) =>
     tokenBucketModel
-      .evaluate({ balance: outcome.level, updatedAtMs: 0 }, { ...spec, maxDebt: 0 }, tokens, 0)
+      .evaluate(
+        { balance: outcome.level, updatedAtMs: 0, tag: bucketTag(spec) },
+        { ...spec, maxDebt: 0 },
+        tokens,
+        0,
+      )
       .hold().retryAfterMs,
   chargeCeiling: (spec) => spec.capacity + spec.maxDebt,
 

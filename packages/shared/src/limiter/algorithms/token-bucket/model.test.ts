@@ -149,7 +149,7 @@ describe('edges', () => {
     });
     expect(bucket.take(1, 5_000).allowed).toBe(false);
     expect(bucket.take(1, 6_000)).toMatchObject({ allowed: true, level: 0 });
-    expect(bucket.state).toEqual({ balance: 0, updatedAtMs: 6_000 });
+    expect(bucket.state).toEqual({ balance: 0, updatedAtMs: 6_000, tag: 'T10/1/1000' });
     // admitted while the clock is behind: the bucket keeps its later timestamp
     bucket.take(0.0001, 7_000);
     const before = bucket.state!;

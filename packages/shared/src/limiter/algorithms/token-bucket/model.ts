@@ -18,6 +18,12 @@
  *   timestamp, so the same span of time is never credited twice;
  * - `retryAfterMs` and `resetMs` (until full) are whole ms found with the deciding expression itself
  *   (see `waitMs`), capped at `MAX_WAIT_MS` (tiny refill rates, or a rate that underflows to 0).
+ *
+ * Edits (state-tag.ts): the state records `T<capacity>/<refill>/<periodMs>`. Tokens mean the same under
+ * any numbers, so an edited bucket keeps its balance (capped at the new capacity, as always), except
+ * that a debt deeper than the new `maxDebt` is forgiven down to it: no wait is ever longer than the new
+ * numbers allow. `maxDebt` is not in the tag: a lease takes from the same bucket with `maxDebt` 0.
+ * A settlement computed for other numbers is dropped.
  */
 import type { Settlement } from '../../limits.js';
 import {
@@ -28,6 +34,7 @@ import {
   type Settled,
   type Verdict,
 } from '../algorithm.js';
+import { DROPPED, perSpec } from '../state-tag.js';
 import { waitMs } from '../wait.js';
 
 /** A token bucket whose balance may go negative, so that a large request is paid back by waiting. */
@@ -46,13 +53,23 @@ export interface TokenBucketSpec {
 /** The numbers of a token bucket (a `TokenBucketSpec` without its algorithm name). */
 export type BucketLimits = Omit<TokenBucketSpec, 'algorithm'>;
 
-/** What a store keeps per bucket; in Redis the string `"<balance> <updatedAtMs>"` ('%.17g' each). */
+/**
+ * What a store keeps per bucket; in Redis the string `"<balance> <updatedAtMs> <tag>"` ('%.17g' each,
+ * then the tag).
+ */
 export interface BucketState {
   /** tokens, may be negative (down to `-maxDebt`) */
   readonly balance: number;
   /** the store's clock when `balance` was last brought up to date, in milliseconds */
   readonly updatedAtMs: number;
+  /** the numbers it was written under, `bucketTag` (absent: written before tags, by an older Sluice) */
+  readonly tag?: string;
 }
+
+/** `T<capacity>/<refill>/<periodMs>`: what a bucket's state records of its limit (state-tag.ts). */
+export const bucketTag: (limits: BucketLimits) => string = perSpec(
+  (limits) => `T${limits.capacity}/${limits.refill}/${limits.periodMs}`,
+);
 
 /** Tokens gained per millisecond (only ever a search's starting guess; refill itself never uses it). */
 export function refillRatePerMs(limits: BucketLimits): number {
@@ -95,6 +112,7 @@ export const tokenBucketModel: AlgorithmModel<TokenBucketSpec, BucketState> = {
     String(spec.refill),
     String(spec.periodMs),
     String(spec.maxDebt),
+    bucketTag(spec),
   ],
   evaluate: evaluateBucket,
   settle: settleBucket,
@@ -111,11 +129,15 @@ export function settleBucket(
 ): Settled<BucketState> {
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const limits = settlement.spec;
+  const tag = bucketTag(limits);
+  // a state of other numbers, or of another algorithm: the settlement was computed for an older version
+  if (state !== undefined && !(isBucketState(state) && state.tag === tag)) return DROPPED;
   const current = isBucketState(state) ? state : { balance: limits.capacity, updatedAtMs: nowMs };
   const b = refilled(current.balance, current.updatedAtMs, limits, nowMs);
   const next: BucketState = {
     balance: Math.min(b - settlement.delta, limits.capacity),
     updatedAtMs: Math.max(nowMs, current.updatedAtMs),
+    tag,
   };
   const resetMs = untilFullMs(next.balance, next.updatedAtMs, limits, nowMs);
   return { level: next.balance, resetMs, state: next, ttlMs: resetMs };
@@ -135,7 +157,8 @@ export function evaluateBucket(
 ): Evaluation<BucketState> {
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const { capacity, maxDebt } = limits;
-  const current = isBucketState(state) ? state : { balance: capacity, updatedAtMs: nowMs };
+  const tag = bucketTag(limits);
+  const current = currentState(state, limits, tag, nowMs);
   const b = refilled(current.balance, current.updatedAtMs, limits, nowMs);
   const allowed = admits(b, cost, maxDebt);
   return {
@@ -158,7 +181,7 @@ export function evaluateBucket(
     },
     charge() {
       if (!allowed) throw new LimitArgumentError('charge() of a request this bucket denies');
-      const next: BucketState = { balance: b - cost, updatedAtMs: Math.max(nowMs, current.updatedAtMs) };
+      const next: BucketState = { balance: b - cost, updatedAtMs: Math.max(nowMs, current.updatedAtMs), tag };
       const resetMs = untilFullMs(next.balance, next.updatedAtMs, limits, nowMs);
       return {
         verdict: { allowed, level: next.balance, retryAfterMs: 0, resetMs },
@@ -167,6 +190,16 @@ export function evaluateBucket(
       };
     },
   };
+}
+
+/**
+ * The state a decision starts from: none is a full bucket; one written under other numbers (an edit)
+ * keeps its balance but owes at most the new `maxDebt`.
+ */
+function currentState(state: unknown, limits: BucketLimits, tag: string, nowMs: number): BucketState {
+  if (!isBucketState(state)) return { balance: limits.capacity, updatedAtMs: nowMs };
+  if (state.tag === tag || state.balance >= -limits.maxDebt) return state;
+  return { balance: -limits.maxDebt, updatedAtMs: state.updatedAtMs };
 }
 
 /** docs/limits.md: admitted iff `b ≥ min(c, 1)` and `b − c ≥ −maxDebt`. */
@@ -193,6 +226,7 @@ function isBucketState(state: unknown): state is BucketState {
     typeof state === 'object' &&
     state !== null &&
     typeof (state as BucketState).balance === 'number' &&
-    typeof (state as BucketState).updatedAtMs === 'number'
+    typeof (state as BucketState).updatedAtMs === 'number' &&
+    ((state as BucketState).tag === undefined || (state as BucketState).tag!.startsWith('T'))
   );
 }

@@ -6,18 +6,22 @@ answers. Change one, change the other (the differential test compares them).
 A snippet of acquire.lua (spliced in where it says so when the script is loaded): it registers the
 algorithm in ALGORITHMS and uses the script's helpers (waitMs, fmt).
 
-ARGV of one check, after the algorithm name and the cost (arity 4):
+ARGV of one check, after the algorithm name and the cost (arity 5):
   capacity   most tokens the bucket holds; > 0
   refill     tokens gained every period, continuously; > 0
   periodMs   refill period in milliseconds; > 0
   maxDebt    how far below zero an admitted request may take the balance; >= 0
+  tag        "T<capacity>/<refill>/<periodMs>" (state-tag.ts): the numbers the state is written under
 
-settle (ARGV after the 4 numbers: delta, admittedAtMs): the balance brought up to now, minus delta
-(more: charged on top, even below -maxDebt; less: given back), never above capacity.
+settle (ARGV after the 5 values: delta, admittedAtMs): the balance brought up to now, minus delta
+(more: charged on top, even below -maxDebt; less: given back), never above capacity. A state written
+under another tag (the limit was edited since the admission) is left alone: the settlement is dropped.
 
-State: the string "<balance> <updatedAtMs>", both '%.17g' (exact round trip). It matters until the
-bucket is full again, so that is its time to live: a bucket that would sit full expires and idle
-clients cost nothing. Absent, or unreadable (another algorithm's state) = a full bucket.
+State: the string "<balance> <updatedAtMs> <tag>", the numbers '%.17g' (exact round trip). It matters
+until the bucket is full again, so that is its time to live: a bucket that would sit full expires and
+idle clients cost nothing. Absent, or unreadable (another algorithm's state) = a full bucket. Written
+under another tag (an edit): the balance stands, but owes at most the new maxDebt. "<balance>
+<updatedAtMs>" (written before tags) counts as written under another tag.
 ]]
 ALGORITHMS['token-bucket'] = (function()
   -- docs/limits.md: admitted iff b >= min(c, 1) and b - c >= -maxDebt
@@ -38,38 +42,51 @@ ALGORITHMS['token-bucket'] = (function()
       (s.capacity - refilled(balance, updatedAtMs, s, nowMs)) / (s.refill / s.periodMs))
   end
 
+  -- balance, updatedAtMs, tag ('' written before tags); nil for nothing or another algorithm's state
   local function parseState(stored)
     if not stored then return nil end
-    local sep = string.find(stored, ' ', 1, true)
-    if not sep then return nil end
-    local balance = tonumber(string.sub(stored, 1, sep - 1))
-    local updatedAtMs = tonumber(string.sub(stored, sep + 1))
-    if balance and updatedAtMs then return balance, updatedAtMs end
+    local a = string.find(stored, ' ', 1, true)
+    if not a then return nil end
+    local b = string.find(stored, ' ', a + 1, true)
+    local updatedAtMs, tag
+    if b then
+      if string.byte(stored, b + 1) ~= 84 then return nil end -- not 'T': another algorithm's tag
+      updatedAtMs = tonumber(string.sub(stored, a + 1, b - 1))
+      tag = string.sub(stored, b + 1)
+    else
+      updatedAtMs = tonumber(string.sub(stored, a + 1))
+      tag = ''
+    end
+    local balance = tonumber(string.sub(stored, 1, a - 1))
+    if balance and updatedAtMs then return balance, updatedAtMs, tag end
     return nil
   end
 
   return {
-    arity = 4,
+    arity = 5,
 
     spec = function(argv, i)
       local s = {
         capacity = tonumber(argv[i]), refill = tonumber(argv[i + 1]),
-        periodMs = tonumber(argv[i + 2]), maxDebt = tonumber(argv[i + 3]),
+        periodMs = tonumber(argv[i + 2]), maxDebt = tonumber(argv[i + 3]), tag = argv[i + 4],
       }
       if s.capacity and s.capacity > 0 and s.capacity < math.huge
           and s.refill and s.refill > 0 and s.refill < math.huge
           and s.periodMs and s.periodMs > 0 and s.periodMs < math.huge
-          and s.maxDebt and s.maxDebt >= 0 and s.maxDebt < math.huge then
+          and s.maxDebt and s.maxDebt >= 0 and s.maxDebt < math.huge
+          and s.tag and string.byte(s.tag, 1) == 84 then
         return s
       end
       return nil
     end,
 
     evaluate = function(s, cost, stored, nowMs)
-      local balance, updatedAtMs = parseState(stored)
+      local balance, updatedAtMs, tag = parseState(stored)
       if not balance then
         balance = s.capacity
         updatedAtMs = nowMs
+      elseif tag ~= s.tag and balance < -s.maxDebt then
+        balance = -s.maxDebt -- edited: a debt beyond the new maxDebt is forgiven
       end
       local b = refilled(balance, updatedAtMs, s, nowMs)
       local allowed = admits(b, cost, s.maxDebt)
@@ -97,14 +114,16 @@ ALGORITHMS['token-bucket'] = (function()
           local nextBalance = b - cost
           local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
           local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
-          return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs), resetMs
+          return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
         end,
       }
     end,
 
-    -- level, resetMs, the state to store, its time to live (ms)
+    -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
     settle = function(s, delta, _admittedAtMs, stored, nowMs)
-      local balance, updatedAtMs = parseState(stored)
+      local balance, updatedAtMs, tag = parseState(stored)
+      -- a state of other numbers, or of another algorithm: computed for an older version of the limit
+      if stored and tag ~= s.tag then return nil end
       if not balance then
         balance = s.capacity
         updatedAtMs = nowMs
@@ -113,7 +132,7 @@ ALGORITHMS['token-bucket'] = (function()
       local nextBalance = math.min(b - delta, s.capacity)
       local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
       local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
-      return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs), resetMs
+      return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
     end,
   }
 end)()
