@@ -6,7 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { partitionKey } from '@sluice/shared';
+import { partitionKey, SecretClientKeys } from '@sluice/shared';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -115,6 +115,8 @@ beforeAll(async () => {
     REDIS_URL,
     REDIS_KEY_PREFIX: prefix,
     UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+    // exact decisions only: on a busy machine a 50 ms store timeout would let the local fallback decide
+    STORE_TIMEOUT_MS: '2000',
   };
   [one, two] = await Promise.all([startGateway(env), startGateway(env)]);
 }, 60_000);
@@ -126,8 +128,8 @@ afterAll(async () => {
 });
 
 const as = (key: string) => ({ headers: { 'x-api-key': key } });
-/** draft-11's partition key of the client `alice` */
-const alicePk = `;pk=${partitionKey('header:alice')}`;
+/** draft-11's partition key of the client `alice` (x-api-key is a credential: keyed by its hash) */
+const alicePk = `;pk=${partitionKey(new SecretClientKeys(undefined).clientKey('alice')!)}`;
 
 describe('concurrency: at most max requests of a client in flight, across gateways', () => {
   it('two gateways on one Redis: the upstream never holds more than 3 of the client at once; the rest get 429 Retry-After: 1', async () => {

@@ -8,7 +8,7 @@
  * STORE_FAILURE=closed with a generous STORE_TIMEOUT_MS: on a busy machine a slow Redis then shows up
  * as a 503, never as a silent decision by an in-process fallback.
  */
-import { type LimitCheck, partitionKey, type Store } from '@sluice/shared';
+import { type LimitCheck, partitionKey, SecretClientKeys, type Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
 import { sleep } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -213,7 +213,8 @@ describe('a stacked rule (burst and daily per key, one global)', () => {
       '"stacked.burst";q=3;w=3, "stacked.daily";q=100;w=86400, "stacked.everyone";q=1000;w=3600000',
     );
     const rateLimit = String(first.headers.ratelimit);
-    const alpha = escaped(pk('header:alpha'));
+    // x-api-key is a credential: its client key is the value's hash
+    const alpha = escaped(pk(new SecretClientKeys(undefined).clientKey('alpha')!));
     const match = new RegExp(
       `^"stacked\\.burst";r=2;t=1${alpha}, "stacked\\.daily";r=99;t=(\\d+)${alpha}, "stacked\\.everyone";r=999;t=3600$`,
     ).exec(rateLimit);

@@ -4,6 +4,7 @@
  * The Redis is private so that INFO commandstats counts only these gateways' commands: a flood answered
  * from the denial cache must reach Redis zero times, its offender counts included.
  */
+import { SecretClientKeys } from '@sluice/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -19,6 +20,9 @@ import {
   startRulesApi,
 } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
+
+/** x-api-key is a credential: a client is listed by its value's hash (no CLIENT_KEY_SECRET here) */
+const hashed = (apiKey: string) => new SecretClientKeys(undefined).clientKey(apiKey)!;
 
 const byKey = { by: 'header' as const, name: 'x-api-key' };
 
@@ -149,13 +153,13 @@ describe('top offenders', () => {
         rule: 'stacked',
         minutes: 15,
         items: [
-          { client: 'header:alice', limit: 'burst', denied: 4, shadow: false },
-          { client: 'header:bob', limit: 'burst', denied: 1, shadow: false },
+          { client: hashed('alice'), limit: 'burst', denied: 4, shadow: false },
+          { client: hashed('bob'), limit: 'burst', denied: 1, shadow: false },
         ],
       },
     });
     expect((await adminGet(b, '/offenders?rule=stacked&minutes=1')).body.items).toEqual([
-      { client: 'header:alice', limit: 'burst', denied: 2, shadow: false },
+      { client: hashed('alice'), limit: 'burst', denied: 2, shadow: false },
     ]);
 
     // nothing reaches Redis before a flush
@@ -168,8 +172,8 @@ describe('top offenders', () => {
         rule: ids.get('stacked'),
         minutes: 60,
         items: [
-          { client: 'header:alice', limit: 'burst', denied: 6, shadow: false },
-          { client: 'header:bob', limit: 'burst', denied: 1, shadow: false },
+          { client: hashed('alice'), limit: 'burst', denied: 6, shadow: false },
+          { client: hashed('bob'), limit: 'burst', denied: 1, shadow: false },
         ],
       },
     });
@@ -242,7 +246,7 @@ describe('usage', () => {
     expect(fresh.status).toBe(200);
     expect(fresh.body).toMatchObject({
       rule: 'stacked',
-      client: 'header:carol',
+      client: hashed('carol'), // looked up by the raw value, answered by its hash
       limits: [
         { name: 'burst', algorithm: 'token-bucket', remaining: 3, debt: 0, inFlight: 0, fullInSeconds: 0 },
         {

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { SecretClientKeys } from '@sluice/shared';
 import { startRulesApi, type TestRulesApi } from '@sluice/test-support';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -191,7 +192,9 @@ describe('the console in Chromium', () => {
     expect(await chosen.textContent()).toBe('Rule chosen: search');
     const result = await page.locator('#explain-result').textContent();
     expect(result).toContain('/search/books');
-    expect(result).toContain('header:key-123');
+    // x-api-key is a credential: explain names its hash, never the key typed in
+    expect(result).toContain(new SecretClientKeys(undefined).clientKey('key-123')!);
+    expect(result).not.toContain('key-123');
     expect(result).toContain('global');
     expect(await page.locator('#explain-considered').textContent()).toContain('header x-tier is not "free"');
     await page.locator('section[aria-labelledby="explain-title"]').screenshot({

@@ -1,4 +1,5 @@
 /** `POST /rules/explain` through the HTTP API, on a fresh Postgres database. */
+import { SecretClientKeys } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -60,10 +61,16 @@ describe('POST /rules/explain', () => {
       path: '/search/b',
       error: null,
       host: 'api.example.com',
+      identity: { authenticated: false, reason: 'no bearer token' },
       rule: { id: search.id, name: 'search' },
       unlimited: false,
       limits: [
-        { name: 'burst', algorithm: 'token-bucket', clientKey: 'header:k-1' },
+        // x-api-key is a credential: keyed by its hash, as the gateways key it
+        {
+          name: 'burst',
+          algorithm: 'token-bucket',
+          clientKey: new SecretClientKeys(undefined).clientKey('k-1'),
+        },
         { name: 'daily', algorithm: 'sliding-window', clientKey: 'ip:2001:db8:1:2::/64' },
       ],
       considered: [

@@ -55,7 +55,12 @@ export const tokenBucket: Algorithm<
     const wanted = outcome.remaining + 1;
     if (wanted > spec.capacity) return 0;
     return tokenBucketModel
-      .evaluate({ balance: outcome.level, updatedAtMs: 0 }, { ...spec, maxDebt: 0 }, wanted, 0)
+      .evaluate(
+        { balance: outcome.level, updatedAtMs: 0, tag: bucketTag(spec) },
+        { ...spec, maxDebt: 0 },
+        wanted,
+        0,
+      )
       .hold().retryAfterMs;
   },
   // `w`: an empty bucket's time to be full, by the same arithmetic as the waits
