@@ -1,10 +1,13 @@
 /**
  * The console in a real browser: Debian's chromium (`apt-get install -y chromium`) driven by
- * playwright-core, against a real rules API process on a fresh Postgres database.
- * Screenshots go to a temporary directory, or to `CONSOLE_SCREENSHOTS_DIR` (docs/images to refresh the docs).
+ * playwright-core, against a real rules API process on a fresh Postgres database. axe-core, injected
+ * into the page, checks each state for accessibility violations; at 360 and 390 px nothing spills
+ * sideways. Screenshots go to a temporary directory, or to `CONSOLE_SCREENSHOTS_DIR` (docs/images to
+ * refresh the docs).
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SecretClientKeys } from '@sluice/shared';
@@ -13,6 +16,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const AXE_SOURCE = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let api: TestRulesApi;
 let browser: Browser;
@@ -43,6 +47,33 @@ afterAll(async () => {
   await browser?.close();
   await api?.stop();
 });
+
+/**
+ * Runs axe-core (WCAG 2.x A and AA rules and best practices) on the page as it is now; fails with each
+ * violation's rule and the elements it names. Injected through the DevTools protocol, which the page's
+ * CSP does not govern, so the CSP under test stays as served.
+ */
+async function expectNoAxeViolations(state: string) {
+  if (!(await page.evaluate('typeof window.axe !== "undefined"'))) await page.evaluate(await AXE_SOURCE);
+  const violations = (await page.evaluate(`axe
+    .run(document, { resultTypes: ['violations'] })
+    .then((r) => r.violations.map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`)) as string[];
+  expect(violations, `axe violations, ${state}`).toEqual([]);
+}
+
+/** Fails when the page is wider than the viewport (a sideways scroll bar), naming the widest culprits. */
+async function expectNoSidewaysSpill(width: number, state: string) {
+  await page.setViewportSize({ width, height: 800 });
+  const spill = (await page.evaluate(`(() => {
+    const viewport = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth <= viewport) return [];
+    return [...document.querySelectorAll('body *')]
+      .filter((e) => e.getBoundingClientRect().right > viewport + 0.5 && e.getClientRects().length > 0)
+      .slice(0, 5)
+      .map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' right=' + Math.round(e.getBoundingClientRect().right));
+  })()`)) as string[];
+  expect(spill, `${state} at ${width} px: elements beyond the viewport`).toEqual([]);
+}
 
 /** A call behind the page's back, with the admin token. */
 async function adminCall(method: string, url: string, body?: unknown, ifMatch?: number) {
@@ -92,6 +123,8 @@ describe('the console in Chromium', () => {
 
   it('signs in, creates a stacked rule, edits it, shows a 412 conflict, the history diff and an explanation', async () => {
     await page.goto(`${api.url}/console`);
+    await page.getByLabel('Token').waitFor();
+    await expectNoAxeViolations('the sign-in form');
     await page.getByLabel('Token').fill(api.adminToken);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect.poll(() => page.locator('#status').textContent()).toBe('Signed in.');
@@ -159,12 +192,17 @@ describe('the console in Chromium', () => {
     expect(await page.locator('#conflict-current').textContent()).toContain('changed behind your back');
     await conflict.scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(shots, 'console-conflict.png') });
+    await expectNoAxeViolations('the editor showing a conflict');
     // never overwritten
     const after = await adminCall('GET', `/rules/${id}`);
     expect(after.body).toMatchObject({ version: 3, priority: 2, description: 'changed behind your back' });
     // the user chooses to reload: the text becomes version 3, and a save then applies to it
+    const versionCell = row.locator('td[data-label="Version"]');
+    expect(await versionCell.textContent()).toBe('2');
     await page.getByRole('button', { name: 'Load the current version (drops your edit)' }).click();
     expect(await editor.inputValue()).toContain('changed behind your back');
+    // the list follows: it shows the version now being edited, not the one the edit started from
+    await expect.poll(() => versionCell.textContent()).toBe('3');
     await page.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => page.locator('#status').textContent()).toBe('Saved search (version 4).');
 
@@ -200,9 +238,58 @@ describe('the console in Chromium', () => {
     await page.locator('section[aria-labelledby="explain-title"]').screenshot({
       path: path.join(shots, 'console-explain.png'),
     });
+    await expectNoAxeViolations('rules, history, offenders and an explanation');
+
+    // phones: the same page at 390 and 360 px, nothing wider than the screen, still no violation
+    for (const width of [390, 360]) {
+      await expectNoSidewaysSpill(width, 'rules, history and an explanation');
+      await page.getByRole('button', { name: 'Edit search', exact: true }).click();
+      await expect.poll(() => editor.inputValue()).toContain('"burst"');
+      await expectNoSidewaysSpill(width, 'the editor');
+    }
+    await page.screenshot({ path: path.join(shots, 'console-phone.png'), fullPage: true });
+    await expectNoAxeViolations('at 360 px');
+    await page.setViewportSize({ width: 1366, height: 860 });
 
     expect(pageErrors).toEqual([]);
-  }, 60_000);
+  }, 90_000);
+
+  it('shows lease mode, charge and refund in the list and the editor', async () => {
+    const settled = await adminCall('POST', '/rules', {
+      name: 'uploads',
+      match: { path: '/uploads/**' },
+      limits: [{ name: 'bytes', capacity: 1000000, refill: 100000, period: '1s' }],
+      mode: 'lease',
+      charge: { from: 'header', header: 'x-cost', max: 50 },
+      refund: { statuses: ['5xx', 429] },
+    });
+    expect(settled.status, JSON.stringify(settled.body)).toBe(201);
+    await page.getByRole('button', { name: 'Reload' }).click();
+    const row = page.locator('tr[data-rule="uploads"]');
+    await row.waitFor();
+    expect(await row.locator('td[data-label="State"] .tag.life').allTextContents()).toEqual([
+      'lease mode',
+      'charge: response header x-cost, at most 50',
+      'refund: 5xx, 429',
+    ]);
+    await page.getByRole('button', { name: 'Edit uploads', exact: true }).click();
+    await expect
+      .poll(() => page.locator('#rule-lifecycle').textContent())
+      .toBe('Mode and settling: lease mode · charge: response header x-cost, at most 50 · refund: 5xx, 429.');
+    // defaults are said too, and the line follows the text as it is edited
+    await page.getByLabel('Rule (JSON, see docs/rules.md)').fill(
+      JSON.stringify({
+        name: 'uploads',
+        match: { path: '/uploads/**' },
+        limit: { capacity: 5, refill: 1, period: '1s' },
+      }),
+    );
+    expect(await page.locator('#rule-lifecycle').textContent()).toBe(
+      'Mode and settling: exact mode · no charge at the response · no refund.',
+    );
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await expectNoAxeViolations('a rule with lease mode, charge and refund');
+  });
 
   it('shows API values as text, never as markup', async () => {
     const created = await adminCall('POST', '/rules', {
@@ -230,5 +317,28 @@ describe('the console in Chromium', () => {
     await expect.poll(() => page.getByLabel('Rule (JSON, see docs/rules.md)').inputValue()).toContain('<img');
     expect(await page.locator('img').count()).toBe(0);
     expect(await page.evaluate('window.__pwned')).toBeUndefined();
+  });
+
+  it('learns what the read token may do without trying a write', async () => {
+    const requests: string[] = [];
+    const record = (r: { method(): string; url(): string }) =>
+      requests.push(`${r.method()} ${new URL(r.url()).pathname}`);
+    page.on('request', record);
+    try {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByLabel('Token').fill(api.readToken);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await expect
+        .poll(() => page.locator('#status').textContent())
+        .toBe('Signed in with the read token: changes are disabled.');
+      expect(requests.filter((r) => !r.startsWith('GET '))).toEqual([]);
+      expect(requests).toContain('GET /auth/me');
+      expect(await page.getByRole('button', { name: 'History of search', exact: true }).count()).toBe(1);
+      expect(await page.getByRole('button', { name: 'Edit search', exact: true }).count()).toBe(0);
+      expect(await page.getByRole('button', { name: 'New rule' }).isHidden()).toBe(true);
+      await expectNoAxeViolations('signed in with the read token');
+    } finally {
+      page.off('request', record);
+    }
   });
 });

@@ -7,6 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +15,7 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgliteBackend, startApp } from './support/app.js';
+import { type Backend, postgresBackend, startApp } from './support/app.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
@@ -22,13 +23,16 @@ const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as 
 // biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document as JSON, checked by the assertions
 type Doc = any;
 
+let backend: Backend;
 let app: FastifyInstance;
 let doc: Doc;
 let dir: string;
 let file: string;
 
 beforeAll(async () => {
-  app = await startApp(await pgliteBackend(), { DATA_DIR: 'memory://' }, { skipMigrations: true });
+  // the document needs no table: the database is never queried
+  backend = await postgresBackend();
+  app = await startApp(backend, {}, { skipMigrations: true });
   const res = await app.inject({ method: 'GET', url: '/openapi.json' });
   expect(res.statusCode).toBe(200);
   doc = res.json();
@@ -39,6 +43,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.close();
+  await backend?.cleanup();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -93,4 +98,25 @@ describe('the OpenAPI document', () => {
     expect(types).toMatch(/from: "header" \| "duration" \| "bytes";/);
     expect(types).toMatch(/role: "admin" \| "read" \| "anonymous";/);
   }, 60_000);
+
+  it("documents the health routes' 400 truly: a request the server cannot parse gets it, in the Error shape", async () => {
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const port = Number(new URL(address).port);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1');
+      let data = '';
+      socket.on('data', (chunk) => {
+        data += chunk;
+      });
+      socket.on('close', () => resolve(data));
+      socket.on('error', reject);
+      socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nnot a header line\r\n\r\n');
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    expect(body).toEqual({ statusCode: 400, error: 'Bad Request', message: expect.any(String) });
+    expect(doc.paths['/healthz'].get.responses['400'].content['application/json'].schema.$ref).toBe(
+      '#/components/schemas/Error',
+    );
+  });
 });

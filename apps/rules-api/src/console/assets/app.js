@@ -25,6 +25,22 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * A table that becomes one card per row on narrow screens (style.css, `table.stack`): each data cell
+ * gets its column's heading as `data-label`.
+ */
+function stackedTable(attrs, ...children) {
+  const table = el('table', attrs, ...children);
+  const headings = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
+  for (const row of table.querySelectorAll('tbody tr')) {
+    [...row.children].forEach((cell, i) => {
+      if (cell.tagName === 'TD' && headings[i]) cell.setAttribute('data-label', headings[i]);
+    });
+  }
+  table.classList.add('stack');
+  return table;
+}
+
 function say(message) {
   $('status').textContent = message;
 }
@@ -90,6 +106,25 @@ function limitsOf(rule) {
   return summaries[rule.id] ?? [];
 }
 
+/**
+ * What the rule does beyond its limits, in words (docs/lifecycle.md, docs/lease-mode.md): lease mode,
+ * what it charges at the response and which statuses it refunds. Empty for a rule with none of them.
+ */
+function lifecycleWords(rule) {
+  const words = [];
+  if (rule.mode === 'lease') words.push('lease mode');
+  const charge = rule.charge;
+  if (charge) {
+    let what = `charge: ${charge.from}`;
+    if (charge.from === 'header') what = `charge: response header ${charge.header}`;
+    else if (charge.from === 'duration') what = `charge: 1 per ${charge.unitMs ?? 1} ms of response`;
+    else if (charge.from === 'bytes') what = `charge: 1 per ${charge.unitBytes ?? 1} bytes of response`;
+    words.push(charge.max === undefined ? what : `${what}, at most ${charge.max}`);
+  }
+  if (rule.refund?.statuses?.length) words.push(`refund: ${rule.refund.statuses.join(', ')}`);
+  return words;
+}
+
 function matchText(match) {
   const parts = [match.path];
   if (match.methods?.length) parts.push(match.methods.join(','));
@@ -121,7 +156,7 @@ function renderRules() {
         el('th', { scope: 'row' }, el('span', { className: 'mono' }, rule.name)),
         el(
           'td',
-          {},
+          { 'data-label': 'State' },
           el(
             'span',
             { className: `tag ${rule.enabled ? 'on' : 'off'}` },
@@ -129,14 +164,15 @@ function renderRules() {
           ),
           rule.shadow ? el('span', { className: 'tag shadow' }, 'shadow') : null,
           rule.priority !== 0 ? el('span', { className: 'tag off' }, `priority ${rule.priority}`) : null,
+          ...lifecycleWords(rule).map((text) => el('span', { className: 'tag life' }, text)),
         ),
-        el('td', {}, kindOf(rule)),
-        el('td', {}, ...limitsOf(rule).map((text) => el('div', {}, text))),
-        el('td', { className: 'mono' }, matchText(rule.match)),
-        el('td', {}, rule.version),
+        el('td', { 'data-label': 'Kind' }, kindOf(rule)),
+        el('td', { 'data-label': 'Limits' }, ...limitsOf(rule).map((text) => el('div', {}, text))),
+        el('td', { className: 'mono', 'data-label': 'Match' }, matchText(rule.match)),
+        el('td', { 'data-label': 'Version' }, rule.version),
         el(
           'td',
-          {},
+          { 'data-label': 'Actions' },
           el(
             'div',
             { className: 'actions' },
@@ -220,8 +256,28 @@ function showEditor(title, text, hint) {
   $('editor-title').textContent = title;
   $('rule-json').value = text;
   $('rule-hint').textContent = hint;
+  showLifecycle();
   clearEditorErrors();
   $('rule-json').focus();
+}
+
+/** The editor's text's mode, charge and refund in words, defaults included; kept as is while the text is not JSON. */
+function showLifecycle() {
+  let rule;
+  try {
+    rule = JSON.parse($('rule-json').value);
+  } catch {
+    return;
+  }
+  if (rule === null || typeof rule !== 'object' || rule.unlimited === true) {
+    $('rule-lifecycle').textContent = 'At the response: nothing (an unlimited rule).';
+    return;
+  }
+  const words = lifecycleWords(rule);
+  if (rule.mode !== 'lease') words.unshift('exact mode');
+  if (!rule.charge) words.push('no charge at the response');
+  if (!rule.refund) words.push('no refund');
+  $('rule-lifecycle').textContent = `Mode and settling: ${words.join(' · ')}.`;
 }
 
 function clearEditorErrors() {
@@ -297,15 +353,22 @@ async function saveRule(event) {
   }
 }
 
-function reloadFromConflict() {
+async function reloadFromConflict() {
   const text = $('conflict-current').textContent;
   const version = Number($('conflict').dataset.version);
   editing = { ...editing, version };
   $('rule-json').value = text;
   $('rule-hint').textContent = `Editing version ${version}; saving sends If-Match: "${version}".`;
+  showLifecycle();
   clearEditorErrors();
   say(`Loaded version ${version}.`);
   $('rule-json').focus();
+  // the list showed the version this edit started from: show what is current now
+  try {
+    await loadRules();
+  } catch (error) {
+    say(`Loaded version ${version}; the list could not be refreshed: ${error.message}`);
+  }
 }
 
 // ---------------------------------------------------------------- history and offenders
@@ -392,8 +455,7 @@ async function loadOffenders(rule) {
       return;
     }
     box.replaceChildren(
-      el(
-        'table',
+      stackedTable(
         {},
         el(
           'thead',
@@ -510,8 +572,7 @@ function explanationNodes(result) {
   }
   if (result.limits.length > 0) {
     nodes.push(
-      el(
-        'table',
+      stackedTable(
         {},
         el('caption', { className: 'sr-only' }, 'Limits the request would be charged against'),
         el(
@@ -538,8 +599,7 @@ function explanationNodes(result) {
   if (result.considered.length > 0) {
     nodes.push(
       el('h3', {}, 'Rules considered (path, method and host fit)'),
-      el(
-        'table',
+      stackedTable(
         { id: 'explain-considered' },
         el(
           'thead',
@@ -581,19 +641,23 @@ async function enter() {
   $('login').hidden = true;
   $('app').hidden = false;
   $('sign-out').hidden = false;
+  // What this token may do, asked before the list is drawn and without trying a write (GET /auth/me).
+  let note = null;
+  try {
+    canWrite = (await api('GET', '/auth/me')).canWrite === true;
+  } catch (error) {
+    if (error.status === 401) return;
+    canWrite = false;
+    note = `Cannot tell what this token may do (${error.message}): changes are disabled.`;
+  }
+  $('new-rule').hidden = !canWrite;
   try {
     await loadRules();
   } catch (error) {
     if (error.status !== 401) say(`Cannot list rules: ${error.message}`);
     return;
   }
-  // A read token may list rules but not write: find out without changing anything (403 before any effect).
-  canWrite = await api('DELETE', '/rules/00000000-0000-4000-8000-000000000000')
-    .then(() => true)
-    .catch((error) => error.status !== 403);
-  $('new-rule').hidden = !canWrite;
-  renderRules();
-  say(canWrite ? 'Signed in.' : 'Signed in with the read token: changes are disabled.');
+  say(note ?? (canWrite ? 'Signed in.' : 'Signed in with the read token: changes are disabled.'));
   $('main').focus();
 }
 
@@ -608,6 +672,7 @@ function start() {
   $('reload-rules').addEventListener('click', () => loadRules().then(() => say('Rules reloaded.')));
   $('new-rule').addEventListener('click', openNewRule);
   $('editor-form').addEventListener('submit', saveRule);
+  $('rule-json').addEventListener('input', showLifecycle);
   $('cancel-edit').addEventListener('click', () => {
     $('editor').hidden = true;
     $('rules-title').focus();
