@@ -63,14 +63,21 @@ describe('POST /rules/explain', () => {
       rule: { id: search.id, name: 'search' },
       unlimited: false,
       limits: [
-        { name: 'burst', algorithm: 'token-bucket', clientKey: 'header:k-1' },
+        // x-api-key is a credential: its digest, never the value (docs/rules.md, "Secret client keys")
+        {
+          name: 'burst',
+          algorithm: 'token-bucket',
+          clientKey: expect.stringMatching(/^header:~[0-9a-f]{24}$/),
+        },
         { name: 'daily', algorithm: 'sliding-window', clientKey: 'ip:2001:db8:1:2::/64' },
       ],
       considered: [
         { name: 'search', matched: true, reason: 'chosen (enforced)' },
         { name: 'search-free', matched: false, reason: 'header x-tier is not "free"' },
       ],
+      identity: { authenticated: false, reason: 'no bearer token' },
     });
+    expect(res.body).not.toContain('k-1');
   });
 
   it('follows a change of the rule set at once (compiled per rule-set version)', async () => {
