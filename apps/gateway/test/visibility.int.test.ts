@@ -20,7 +20,9 @@ import {
 } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 
-const byKey = { by: 'header' as const, name: 'x-api-key' };
+// shown in clear on purpose (`secret: false`): these tests read offenders and usage by their values;
+// that a credential is shown only by its digest is no-credential-in-clear.int.test.ts's (rules API)
+const byKey = { by: 'header' as const, name: 'x-api-key', secret: false };
 
 const RULES: (RuleBody | RuleBodyV2)[] = [
   {
