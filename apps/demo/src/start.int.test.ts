@@ -275,6 +275,8 @@ it('restarts on the same DATA_DIR with the same token and rules, edits kept, not
     }
   ).items;
   expect(rules.map((r) => r.name)).toEqual([
+    'demo-account',
+    'demo-account-pro',
     'demo-expensive',
     'demo-global',
     'demo-orders',
