@@ -79,23 +79,39 @@ async function inProcess(): Promise<Record<string, number>> {
   const authorization = `Bearer ${hs256({ sub: 'bench-customer', exp: Math.floor(Date.now() / 1000) + 3600 })}`;
   if (!(await verifier.verify(bearerToken(authorization)!)).ok)
     throw new Error('bench token does not verify');
-  const facts = (path: string, headers: Record<string, string>): RequestFacts & { verified?: unknown } => ({
-    method: 'GET',
-    host: undefined,
-    path,
-    header: (name) => (headers[name] === undefined ? undefined : [headers[name]!]),
-    joinedHeader: (name) => headers[name],
-    clientIp: () => '127.0.0.1',
-  });
-  const header = facts('/header/x', { 'x-tenant': 'bench-customer' });
-  const secret = facts('/secret/x', { 'x-api-key': 'sk_live_bench_customer' });
-  const jwt = facts('/jwt/x', { authorization });
+  // one shape for every request, as the gateway's RequestContext is one class: `claims` reads what the
+  // identity hook put there
+  class Facts implements RequestFacts {
+    readonly method = 'GET';
+    readonly host = undefined;
+    verified: ReturnType<TokenVerifier['cached']> = undefined;
+    constructor(
+      readonly path: string,
+      readonly headers: Record<string, string>,
+    ) {}
+    header(name: string) {
+      const value = this.headers[name];
+      return value === undefined ? undefined : [value];
+    }
+    joinedHeader(name: string) {
+      return this.headers[name];
+    }
+    clientIp() {
+      return '127.0.0.1';
+    }
+    claims() {
+      return this.verified;
+    }
+  }
+  const header = new Facts('/header/x', { 'x-tenant': 'bench-customer' });
+  const secret = new Facts('/secret/x', { 'x-api-key': 'sk_live_bench_customer' });
+  const jwt = new Facts('/jwt/x', { authorization });
   const steps: Record<string, () => void> = {
     header: () => void core.decide(header, PREVIEW),
     jwt: () => {
       // the identity hook: read the token, find it verified, hand its claims to the core
-      const claims = verifier.cached(bearerToken(jwt.joinedHeader('authorization'))!);
-      core.decide({ ...jwt, claims: () => claims }, PREVIEW);
+      jwt.verified = verifier.cached(bearerToken(jwt.joinedHeader('authorization'))!);
+      core.decide(jwt, PREVIEW);
     },
     'secret header': () => void core.decide(secret, PREVIEW),
   };
