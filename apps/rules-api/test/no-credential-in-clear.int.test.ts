@@ -188,11 +188,14 @@ describe('a credential header is never shown or stored in clear', () => {
 
   it("the console's rendered page (offenders panel and explain) shows the digest only", async () => {
     const page = await browser.newPage();
+    page.setDefaultTimeout(15_000);
     try {
       await page.goto(`${api.url}/console`);
       await page.getByLabel('Token').fill(api.adminToken);
       await page.getByRole('button', { name: 'Sign in' }).click();
-      await expect.poll(() => page.locator('#status').textContent()).toBe('Signed in.');
+      // generous waits: a busy machine renders slowly (what is asserted is the text, not its speed)
+      const wait = { timeout: 15_000 };
+      await expect.poll(() => page.locator('#status').textContent(), wait).toBe('Signed in.');
       await page.getByRole('button', { name: 'History of keys', exact: true }).click();
       await expect
         .poll(() => page.locator('#offenders').textContent(), { timeout: 15_000 })
@@ -200,7 +203,7 @@ describe('a credential header is never shown or stored in clear', () => {
       await page.getByLabel('Path').fill('/keys/x');
       await page.getByLabel('Headers (one name: value per line)').fill(`x-api-key: ${RAW}`);
       await page.getByRole('button', { name: 'Explain' }).click();
-      await expect.poll(() => page.locator('#explain-result').textContent()).toContain(hashed);
+      await expect.poll(() => page.locator('#explain-result').textContent(), wait).toContain(hashed);
       // what the page shows and holds: its text and its HTML, form fields emptied of what was typed
       await page.getByLabel('Headers (one name: value per line)').fill('');
       expect(await page.locator('body').textContent()).not.toContain(RAW);
