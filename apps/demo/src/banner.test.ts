@@ -35,6 +35,23 @@ const info = {
 };
 
 describe('banner', () => {
+  it('shows curl lines for alice (pro) and bob (free) with their tokens, and a made-up x-plan that changes nothing', async () => {
+    const rules = await seededRules();
+    const text = banner({
+      ...info,
+      accountRule: rules['demo-account'],
+      accountProRule: rules['demo-account-pro'],
+      identities: { alice: 'eyJ.alice.sig', bob: 'eyJ.bob.sig' },
+    });
+    const url = 'http://127.0.0.1:8080/api/account/42';
+    expect(text).toContain('"demo-account-pro" gives pro 10 per sub, "demo-account" free 3');
+    expect(text).toContain(`curl -si -H 'Authorization: Bearer eyJ.alice.sig' ${url} | grep -i '^ratelimit'`);
+    expect(text).toContain(`curl -si -H 'Authorization: Bearer eyJ.bob.sig' ${url} | grep -i '^ratelimit'`);
+    expect(text).toContain(
+      `curl -si -H 'Authorization: Bearer eyJ.bob.sig' -H 'x-plan: pro' ${url} | grep -i '^ratelimit'`,
+    );
+  });
+
   it('shows the stacked rule (its limits, headers and a 429 naming the limit) and the exemption', async () => {
     const rules = await seededRules();
     const text = banner({

@@ -1,6 +1,7 @@
 /** The text the demo prints once everything is ready: where things are, and four examples to try. */
 import { toFileEntry } from '@sluice/cli';
 import { limitSummary, type Rule } from '@sluice/shared';
+import type { DemoIdentities } from './identities.js';
 import { style } from './output.js';
 
 export interface BannerInfo {
@@ -18,6 +19,10 @@ export interface BannerInfo {
   /** the stacked rule and the exemption the 4th example uses, as the API has them now */
   ordersRule?: Rule | undefined;
   partnerRule?: Rule | undefined;
+  /** the per-customer rules (free and pro) the 5th example uses, and the tokens to try them with */
+  accountRule?: Rule | undefined;
+  accountProRule?: Rule | undefined;
+  identities?: DemoIdentities | undefined;
 }
 
 /** Single-quotes a string for POSIX shells. */
@@ -74,6 +79,7 @@ export function banner(info: BannerInfo): string {
     );
   }
   lines.push(...stackedExample(info));
+  lines.push(...identityExample(info));
   lines.push(
     style('bold', '  Keep rules in git:'),
     `     RULES_API_URL=${info.rulesApiUrl} RULES_API_TOKEN=${info.adminToken} pnpm -s rules export > rules.yaml`,
@@ -119,6 +125,37 @@ function stackedExample(info: BannerInfo): string[] {
   }
   lines.push('');
   return lines;
+}
+
+/**
+ * The 5th example: limits per verified customer. Alice's token (plan pro) gets the pro rule's larger
+ * budget, Bob's (plan free) the plain one; a made-up `x-plan: pro` header changes nothing.
+ */
+function identityExample(info: BannerInfo): string[] {
+  const free = info.accountRule;
+  const pro = info.accountProRule;
+  const tokens = info.identities;
+  if (free === undefined || pro === undefined || tokens === undefined) return [];
+  if (!('limits' in free) || !('limits' in pro)) return [];
+  const budget = (rule: typeof free) => {
+    const limit = rule.limits[0];
+    return limit !== undefined && limit.algorithm === 'token-bucket' ? limit.capacity : undefined;
+  };
+  const url = `${info.gatewayUrl}${examplePath(free.match.path, '/api/account/me')}`;
+  const bearer = (token: string) => `-H 'Authorization: Bearer ${token}'`;
+  return [
+    style(
+      'bold',
+      `  5) Limits per verified customer (JWT): "${pro.name}" gives pro ${budget(pro) ?? 'more'} per sub, "${free.name}" free ${budget(free) ?? 'less'}`,
+    ),
+    `     Alice (sub alice, plan pro):`,
+    `     curl -si ${bearer(tokens.alice)} ${url} | grep -i '^ratelimit'`,
+    `     Bob (sub bob, plan free):`,
+    `     curl -si ${bearer(tokens.bob)} ${url} | grep -i '^ratelimit'`,
+    `     A made-up header changes nothing: only the verified claim counts, Bob stays on free`,
+    `     curl -si ${bearer(tokens.bob)} -H 'x-plan: pro' ${url} | grep -i '^ratelimit'`,
+    '',
+  ];
 }
 
 /** A request path the rule takes: `/api/orders/**` → `/api/orders/42`; a path with `*` inside → `fallback`. */

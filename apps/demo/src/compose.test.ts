@@ -49,7 +49,9 @@ const stages = dockerStages();
 
 /** Whether a process reads a variable: its config module declares it (`NAME: env…(` in its table). */
 function variablesRead(app: 'rules-api' | 'gateway'): (name: string) => boolean {
-  const source = read(app === 'gateway' ? 'apps/gateway/src/config/config.ts' : `apps/${app}/src/config.ts`);
+  let source = read(app === 'gateway' ? 'apps/gateway/src/config/config.ts' : `apps/${app}/src/config.ts`);
+  // the identity variables both processes spread in from the shared declaration
+  if (source.includes('...IDENTITY_ENV,')) source += read('packages/shared/src/identity/identity-env.ts');
   return (name) => new RegExp(`^\\s+${name}: (env[A-Z]\\w*\\(|LOG_LEVEL_VAR,)`, 'm').test(source);
 }
 

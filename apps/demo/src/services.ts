@@ -57,6 +57,13 @@ const OWNED_VARIABLES = [
   'REDIS_CLUSTER_NODES',
   'ANALYTICS_GATEWAYS',
   'LOG_LEVEL',
+  'JWT_SECRET',
+  'JWT_JWKS_URL',
+  'JWT_ALGORITHMS',
+  'JWT_ISSUER',
+  'JWT_AUDIENCE',
+  'CLIENT_KEY_SECRET',
+  'GATEWAY_ADMIN_TOKEN',
 ];
 
 export interface DemoSettings {
@@ -70,6 +77,9 @@ export interface DemoSettings {
   dataDir: string;
   adminToken: string;
   readToken: string;
+  /** JWT_SECRET and CLIENT_KEY_SECRET handed to the rules API and the gateway */
+  jwtSecret: string;
+  clientKeySecret: string;
   /** LOG_LEVEL handed to the rules API and the gateway */
   logLevel: string;
   env: Record<string, string | undefined>;
@@ -97,6 +107,8 @@ export function serviceSpec(name: ServiceName, settings: DemoSettings): ServiceS
     Object.entries(settings.env).filter(([key]) => !OWNED_VARIABLES.includes(key)),
   );
   const own: Record<string, string> = { HOST: settings.host };
+  // the same on both, so explain verifies the demo's tokens and keys credentials as the gateway does
+  const identity = { JWT_SECRET: settings.jwtSecret, CLIENT_KEY_SECRET: settings.clientKeySecret };
   const { ports } = settings;
   switch (name) {
     case 'rules-api':
@@ -108,6 +120,7 @@ export function serviceSpec(name: ServiceName, settings: DemoSettings): ServiceS
         LOG_LEVEL: settings.logLevel,
         // no Redis in the demo: the rules API asks the gateway's admin port for top offenders
         ANALYTICS_GATEWAYS: serviceUrl(settings, ports.admin),
+        ...identity,
       });
       break;
     case 'upstream':
@@ -123,6 +136,7 @@ export function serviceSpec(name: ServiceName, settings: DemoSettings): ServiceS
         RULES_API_TOKEN: settings.readToken,
         RULES_REFRESH: DEMO_RULES_REFRESH,
         LOG_LEVEL: settings.logLevel,
+        ...identity,
       });
       break;
   }

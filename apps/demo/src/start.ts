@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { applyRules, RulesApiClient, readRulesFile } from '@sluice/cli';
 import { banner } from './banner.js';
+import { demoIdentities } from './identities.js';
 import { formatChildLine, style } from './output.js';
 import { choosePort } from './ports.js';
 import {
@@ -148,6 +149,8 @@ async function main(): Promise<void> {
     dataDir,
     adminToken: tokens.adminToken,
     readToken: tokens.readToken,
+    jwtSecret: tokens.jwtSecret,
+    clientKeySecret: tokens.clientKeySecret,
     logLevel: env.LOG_LEVEL?.trim() || 'warn',
     env,
   };
@@ -205,6 +208,9 @@ async function main(): Promise<void> {
       perIpRule: named('demo-per-ip'),
       ordersRule: named('demo-orders'),
       partnerRule: named('demo-orders-partner'),
+      accountRule: named('demo-account'),
+      accountProRule: named('demo-account-pro'),
+      identities: await demoIdentities(tokens.jwtSecret),
     }),
   );
 }

@@ -1,7 +1,8 @@
 /**
- * The demo's bearer tokens: taken from `ADMIN_TOKEN` / `READ_TOKEN` when set, otherwise made up on the
- * first run and kept in `<DATA_DIR>/demo-tokens.json` (mode 0600), so a restart keeps working with the
- * token printed the first time.
+ * The demo's bearer tokens and secrets: taken from `ADMIN_TOKEN` / `READ_TOKEN` / `JWT_SECRET` /
+ * `CLIENT_KEY_SECRET` when set, otherwise made up on the first run and kept in
+ * `<DATA_DIR>/demo-tokens.json` (mode 0600), so a restart keeps working with the token printed the
+ * first time (and the JWTs printed then still verify, and credential digests stay the same).
  */
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -12,6 +13,10 @@ export interface DemoTokens {
   adminToken: string;
   /** read-only access; what the gateway uses */
   readToken: string;
+  /** JWT_SECRET of the gateway and the rules API: the demo's HS256 tokens are signed with it */
+  jwtSecret: string;
+  /** CLIENT_KEY_SECRET of the gateway and the rules API */
+  clientKeySecret: string;
   /** where generated tokens are kept */
   path: string;
 }
@@ -38,13 +43,21 @@ export async function loadOrCreateTokens(
   const generated = {
     adminToken: typeof saved.adminToken === 'string' ? saved.adminToken : newToken('admin'),
     readToken: typeof saved.readToken === 'string' ? saved.readToken : newToken('read'),
+    // 32 random bytes: HS256's key size, what JWT_SECRET asks at least
+    jwtSecret: typeof saved.jwtSecret === 'string' ? saved.jwtSecret : randomBytes(32).toString('base64url'),
+    clientKeySecret:
+      typeof saved.clientKeySecret === 'string'
+        ? saved.clientKeySecret
+        : randomBytes(32).toString('base64url'),
   };
-  if (generated.adminToken !== saved.adminToken || generated.readToken !== saved.readToken) {
+  if ((Object.keys(generated) as (keyof typeof generated)[]).some((key) => generated[key] !== saved[key])) {
     await writeFile(path, `${JSON.stringify(generated, null, 2)}\n`, { mode: 0o600 });
   }
   return {
     adminToken: env.ADMIN_TOKEN?.trim() || generated.adminToken,
     readToken: env.READ_TOKEN?.trim() || generated.readToken,
+    jwtSecret: env.JWT_SECRET?.trim() || generated.jwtSecret,
+    clientKeySecret: env.CLIENT_KEY_SECRET?.trim() || generated.clientKeySecret,
     path,
   };
 }

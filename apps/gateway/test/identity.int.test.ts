@@ -262,6 +262,46 @@ describe('HS256 by JWT_SECRET', () => {
   });
 });
 
+describe('a gateway without JWT_*', () => {
+  it('treats every request as unauthenticated and warns once per rule set', async () => {
+    const warnings: string[] = [];
+    const warn = (first: unknown, second?: unknown) =>
+      warnings.push(typeof first === 'string' ? first : String(second ?? ''));
+    const quiet = () => {};
+    const logger = {
+      level: 'info',
+      fatal: quiet,
+      error: quiet,
+      warn,
+      info: quiet,
+      debug: quiet,
+      trace: quiet,
+      silent: quiet,
+      child: () => logger,
+    };
+    const rules = new StaticRules(RULES);
+    const gateway = await startGateway(env('identity-none', {}), {
+      rules,
+      heartbeatMs: 0,
+      offendersFlushMs: 0,
+      logger: logger as unknown as NonNullable<Parameters<typeof startGateway>[1]>['logger'],
+    });
+    try {
+      const identityWarnings = () =>
+        warnings.filter((w) => w.includes('neither JWT_JWKS_URL nor JWT_SECRET'));
+      expect(identityWarnings()).toHaveLength(1);
+      const token = await signWithSecret(HS_SECRET, { sub: 'gina', plan: 'pro' });
+      const address = freshAddress();
+      expect((await send(gateway, '/id/none', address, `Bearer ${token}`)).policy).toBe(IDENT_POLICY);
+      expect(await remaining(gateway, 'ident', `ip:${address}`)).toBe(CAPACITY - 1);
+      rules.set(RULES);
+      expect(identityWarnings()).toHaveLength(2);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
 describe('the JWKS changes and fails', () => {
   it('picks up a new kid, and refuses an old one once it leaves the set', async () => {
     const rotated = await serveJwks([rsa]);

@@ -1,10 +1,3 @@
-/**
- * Top offenders and usage end to end (docs/visibility.md): a real rules API (its own Postgres
- * database) reading the same private redis-server as two gateways built in-process, a real upstream.
- * The Redis is private so that INFO commandstats counts only these gateways' commands: a flood answered
- * from the denial cache must reach Redis zero times, its offender counts included.
- */
-import { SecretClientKeys } from '@sluice/shared';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -21,10 +14,9 @@ import {
 } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 
-/** x-api-key is a credential: a client is listed by its value's hash (no CLIENT_KEY_SECRET here) */
-const hashed = (apiKey: string) => new SecretClientKeys(undefined).clientKey(apiKey)!;
-
-const byKey = { by: 'header' as const, name: 'x-api-key' };
+// shown in clear on purpose (`secret: false`): these tests read offenders and usage by their values;
+// that a credential is shown only by its digest is no-credential-in-clear.int.test.ts's (rules API)
+const byKey = { by: 'header' as const, name: 'x-api-key', secret: false };
 
 const RULES: (RuleBody | RuleBodyV2)[] = [
   {

@@ -10,7 +10,10 @@ export const READ_TOKEN = 'gateway-test-read-token';
 export interface RuleBody {
   name: string;
   match: { path: string; methods?: string[]; host?: string; caseInsensitive?: boolean };
-  client?: { by: 'ip' | 'global' } | { by: 'header'; name: string };
+  client?:
+    | { by: 'ip' | 'global' }
+    | { by: 'header'; name: string; secret?: boolean }
+    | { by: 'jwt'; claim?: string };
   limit: { capacity: number; refill: number; period: string | number };
   cost?: number;
   maxDebt?: number;
