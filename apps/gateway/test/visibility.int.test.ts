@@ -145,13 +145,13 @@ describe('top offenders', () => {
         rule: 'stacked',
         minutes: 15,
         items: [
-          { client: hashed('alice'), limit: 'burst', denied: 4, shadow: false },
-          { client: hashed('bob'), limit: 'burst', denied: 1, shadow: false },
+          { client: 'header:alice', limit: 'burst', denied: 4, shadow: false },
+          { client: 'header:bob', limit: 'burst', denied: 1, shadow: false },
         ],
       },
     });
     expect((await adminGet(b, '/offenders?rule=stacked&minutes=1')).body.items).toEqual([
-      { client: hashed('alice'), limit: 'burst', denied: 2, shadow: false },
+      { client: 'header:alice', limit: 'burst', denied: 2, shadow: false },
     ]);
 
     // nothing reaches Redis before a flush
@@ -164,8 +164,8 @@ describe('top offenders', () => {
         rule: ids.get('stacked'),
         minutes: 60,
         items: [
-          { client: hashed('alice'), limit: 'burst', denied: 6, shadow: false },
-          { client: hashed('bob'), limit: 'burst', denied: 1, shadow: false },
+          { client: 'header:alice', limit: 'burst', denied: 6, shadow: false },
+          { client: 'header:bob', limit: 'burst', denied: 1, shadow: false },
         ],
       },
     });
@@ -238,7 +238,7 @@ describe('usage', () => {
     expect(fresh.status).toBe(200);
     expect(fresh.body).toMatchObject({
       rule: 'stacked',
-      client: hashed('carol'), // looked up by the raw value, answered by its hash
+      client: 'header:carol', // looked up by the raw value, answered by its hash
       limits: [
         { name: 'burst', algorithm: 'token-bucket', remaining: 3, debt: 0, inFlight: 0, fullInSeconds: 0 },
         {
