@@ -224,6 +224,29 @@ describe('formatRulesFile', () => {
     expect(parseRulesFile(formatRulesFile(rules, 'json'), 'json')).toEqual(parsed);
   });
 
+  it('exports verified-identity rules (claims, authenticated, jwt and secret clients) and reads them back equal', () => {
+    const tiered: RuleInput = {
+      name: 'tiered',
+      match: { path: '/api/**', claims: { plan: 'pro', roles: ['admin', 'ops'] }, authenticated: true },
+      limits: [
+        { name: 'per-sub', client: { by: 'jwt', claim: 'org_id' }, capacity: 10, refill: 10, period: '1m' },
+        {
+          name: 'per-tenant',
+          client: { by: 'header', name: 'x-tenant', secret: true },
+          capacity: 5,
+          refill: 5,
+          period: '1m',
+        },
+      ],
+    };
+    const yaml = formatRulesFile([asStored(tiered, 3)], 'yaml');
+    expect(yaml).toContain('claims: { plan: pro, roles: [ admin, ops ] }');
+    expect(yaml).toContain('authenticated: true');
+    const [parsed] = parseRulesFile(yaml, 'yaml');
+    expect(parsed).toEqual(tiered);
+    expect(changedFields(parsed!, asStored(tiered, 3))).toEqual([]);
+  });
+
   it('reports a bad duration inside a limit with what is wrong with it', () => {
     const problems = problemsOf(`rules:
   - name: s

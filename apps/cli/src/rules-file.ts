@@ -182,6 +182,12 @@ function matchEntry(match: RuleMatch): RuleMatch {
   if (match.methods !== undefined && match.methods.length > 0) entry.methods = [...match.methods];
   if (match.host !== undefined && match.host !== null) entry.host = match.host;
   if (match.headers !== undefined) entry.headers = { ...match.headers };
+  if (match.claims !== undefined) {
+    entry.claims = Object.fromEntries(
+      Object.entries(match.claims).map(([name, value]) => [name, Array.isArray(value) ? [...value] : value]),
+    );
+  }
+  if (match.authenticated !== undefined) entry.authenticated = match.authenticated;
   if (match.clientIps !== undefined) entry.clientIps = [...match.clientIps];
   if (match.notClientIps !== undefined) entry.notClientIps = [...match.notClientIps];
   if (match.caseInsensitive === true) entry.caseInsensitive = true;
