@@ -57,9 +57,11 @@ function timedOut(upstream: UpstreamAbort): void {
 
 /**
  * Whether a request still has a body to send. `complete` is not enough: a request is handed over
- * while its head is being parsed, before Node has seen that no body follows.
+ * while its head is being parsed, before Node has seen that no body follows. A GET's or HEAD's body
+ * is never forwarded (reply-from sends none), so its end is no signal: it does not count.
  */
 function hasBody(raw: IncomingMessage): boolean {
+  if (raw.method === 'GET' || raw.method === 'HEAD') return false;
   const headers = raw.headers;
   return headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0';
 }
