@@ -6,7 +6,12 @@
 import { connect, type Socket } from 'node:net';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
+import {
+  type RunningGateway,
+  spawnGatewayProcess,
+  startGateway,
+  uniqueKeyPrefix,
+} from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import { READ_TOKEN, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
@@ -91,6 +96,35 @@ describe('pipelined requests behind a close', () => {
     await sleep(200);
     expect(upstream.hits('/behind')).toBe(before);
   });
+
+  it('a WebSocket handshake or a CONNECT pipelined behind an answer still being sent waits for its turn; the process stays up', async () => {
+    // a process of its own: Node hands an upgrade or a CONNECT over at once, even behind an answer
+    // still being written, and giving it the socket then threw out of the listener and killed the process
+    const proc = await spawnGatewayProcess(gatewayEnv('connections-handover'));
+    try {
+      const handshake = await open(proc.port);
+      handshake.socket.write(
+        'GET /slow/before-ws?ms=150 HTTP/1.1\r\nHost: t\r\n\r\n' +
+          'GET /after/ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+          'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+      );
+      await waitFor(async () => handshake.closed(), 5_000, 'the handshake connection to close');
+      // the plain upstream answers the handshake with a 200, relayed as it is
+      expect(statuses(handshake.text())).toEqual([200, 200]);
+      const connect = await open(proc.port);
+      connect.socket.write(
+        'GET /slow/before-connect?ms=150 HTTP/1.1\r\nHost: t\r\n\r\n' +
+          'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
+      );
+      await waitFor(async () => connect.closed(), 5_000, 'the CONNECT connection to close');
+      expect(statuses(connect.text())).toEqual([200, 405]);
+      expect(connect.text()).toContain('"code":"SLUICE_METHOD_NOT_ALLOWED"');
+      expect(proc.child.exitCode).toBeNull();
+      expect((await http(proc.port, '/still-up')).status).toBe(200);
+    } finally {
+      proc.child.kill('SIGKILL');
+    }
+  }, 60_000);
 
   it('pipelined requests on a connection that stays open are all answered, in order', async () => {
     const conn = await open(gw.port);

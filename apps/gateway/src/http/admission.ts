@@ -1,10 +1,11 @@
 /**
  * The first onRequest hook: the response's X-Request-Id (request-id.ts), then everything the gateway
- * refuses without a decision, so a request that will not be proxied never costs a token. In order: shutting down (503), a request line or head
- * it never proxies (request-line.ts: CONNECT 405, HTTP/0.9 400, too many header lines 431), an unsafe target or host
- * (400), no route (404, or 405 for a method no route takes), a forwarding header naming no client
- * (400), a declared body over BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). A request
- * that passes gets its context (`request.sluice`). Then the hook holds a pipelined request until the
+ * refuses without a decision, so a request that will not be proxied never costs a token. In order:
+ * shutting down (503), a request line or head it never proxies (request-line.ts: CONNECT 405,
+ * HTTP/0.9 400, too many header lines 431), an unsafe target or host (400), no route (404, or 405
+ * for a method no route takes), a forwarding header naming no client (400), a declared body over
+ * BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). A request that passes gets its
+ * context (`request.sluice`). Then the hook holds a pipelined request until the
  * responses before it on its connection are done: if one of them closes the connection, Node never
  * answers this request, so it must not reach an upstream (or be charged) either.
  */

@@ -34,8 +34,8 @@ export class RequestContext implements RequestFacts {
   verified: VerifiedClaims | undefined = undefined;
   /** the client's side is over: its response was sent, or the client went away */
   #clientDone = false;
-  /** the upstream request (or WebSocket) of a held exchange while it runs */
-  #upstream: AbortController | undefined = undefined;
+  /** what stops the upstream request (or WebSocket) of a held exchange while it runs */
+  #upstream: { abort(): void } | undefined = undefined;
   /** the upstream's answer while it streams */
   #upstreamBody: Readable | undefined = undefined;
 
@@ -81,14 +81,10 @@ export class RequestContext implements RequestFacts {
     return this.#clientDone;
   }
 
-  /**
-   * The upstream side of a held exchange starts, stopped by aborting `upstream` (already aborted if
-   * the client is gone); its signal.
-   */
-  upstreamStarted(upstream = new AbortController()): AbortSignal {
+  /** The upstream side of a held exchange starts, stopped by `upstream.abort()` (at once if the client is gone). */
+  upstreamStarted(upstream: { abort(): void } = new AbortController()): void {
     this.#upstream = upstream;
     if (this.#clientDone) upstream.abort();
-    return upstream.signal;
   }
 
   /** The upstream answers: its side is over when this body ends or is destroyed. */

@@ -5,16 +5,16 @@
  *   it as HTTP/0.9 and would let it through to the upstream as if it were HTTP/1.x;
  * - `CONNECT host:port`: 405, the gateway is not a forward proxy. Node hands CONNECT to 'connect'
  *   listeners only and destroys the socket when there is none (the client got no answer at all), so
- *   `routeConnects` routes it like any request, on a response of its own that closes the connection;
+ *   `routeConnects` routes it like any request (handed-over.ts);
  * - more header lines than MAX_HEADER_COUNT: 431. Node keeps at most `server.maxHeadersCount` lines
  *   and drops the rest without a word (a condition or exemption header among them would be lost), so
  *   the server is told to keep one more than the limit: a request it cut is always one refused here.
  */
-import { type IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayErrorCode } from './errors.js';
+import { routeHandedOver } from './handed-over.js';
 
 /** Why a request line or head is refused, as the admission hook answers it. */
 export interface RequestLineRefusal {
@@ -32,16 +32,9 @@ export function limitHeaderCount(app: FastifyInstance, maxHeaderCount: number): 
 
 /** Node emits CONNECT on 'connect' only: route it like any request, so it is answered (405). */
 export function routeConnects(app: FastifyInstance): void {
-  app.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    // whatever the client sent after its head is never read: the connection closes after the answer
-    void head;
-    socket.on('error', () => {});
-    const response = new ServerResponse(req);
-    response.shouldKeepAlive = false;
-    response.assignSocket(socket as Socket);
-    response.once('finish', () => (socket as Socket).destroySoon());
-    app.routing(req, response);
-  });
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    routeHandedOver(app, req, socket, head),
+  );
 }
 
 /** The refusal of a request line or head the gateway never proxies, or undefined. */

@@ -9,7 +9,9 @@
  * timeout fired at about 2.5 s. Here a native timer, armed once the request has been sent (its body
  * read from the client, as undici's own check waits for), aborts the request with undici's
  * HeadersTimeoutError when no response headers came in time: the usual 504. undici's timeout stays
- * as a backstop a second later.
+ * as a backstop a second later. The request's abort signal is a bare EventEmitter (undici takes one,
+ * docs/api/Dispatcher.md): an AbortController and its listener cost about 4.5 µs of CPU per request,
+ * an emitter 0.15 µs (the timer 0.4 µs; measured on the test machine, Node 20).
  *
  * reply-from gives a dispatcher no request object, only the outgoing options. The route's
  * `rewriteRequestHeaders` (upstreams.ts) runs synchronously just before reply-from calls `request`,
@@ -17,6 +19,7 @@
  * request's own X-Request-Id, so a hand-over can never reach another request.
  */
 
+import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher, errors } from 'undici';
@@ -34,16 +37,31 @@ export interface UpstreamDispatcherOptions {
   agent: Omit<Agent.Options, 'headersTimeout'>;
 }
 
+/** An upstream request's abort signal, in the EventEmitter form undici accepts. */
+class UpstreamAbort extends EventEmitter {
+  aborted = false;
+  reason: Error | undefined = undefined;
+
+  abort(reason: Error = new errors.RequestAbortedError()): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.emit('abort');
+  }
+}
+
 /** Aborts an upstream request that has no response headers yet, as undici's own timeout would. */
-function timedOut(upstream: AbortController): void {
+function timedOut(upstream: UpstreamAbort): void {
   upstream.abort(new errors.HeadersTimeoutError());
 }
 
 /**
  * Whether a request still has a body to send. `complete` is not enough: a request is handed over
- * while its head is being parsed, before Node has seen that no body follows.
+ * while its head is being parsed, before Node has seen that no body follows. A GET's or HEAD's body
+ * is never forwarded (reply-from sends none), so its end is no signal: it does not count.
  */
 function hasBody(raw: IncomingMessage): boolean {
+  if (raw.method === 'GET' || raw.method === 'HEAD') return false;
   const headers = raw.headers;
   return headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0';
 }
@@ -69,7 +87,7 @@ export class UpstreamDispatcher {
     const bound =
       request !== undefined &&
       (options.headers as Record<string, unknown> | undefined)?.[REQUEST_ID_HEADER] === request.id;
-    const upstream = new AbortController();
+    const upstream = new UpstreamAbort();
     const context = bound ? request.sluice : null;
     // a held exchange: the client going away aborts the upstream request too
     const held = context?.exchange !== undefined;
@@ -86,7 +104,7 @@ export class UpstreamDispatcher {
     if (raw === undefined || raw.complete || !hasBody(raw)) arm();
     else raw.once('end', arm);
 
-    this.#agent.request({ ...options, signal: upstream.signal }, (error, data) => {
+    this.#agent.request({ ...options, signal: upstream }, (error, data) => {
       answered = true;
       clearTimeout(timer);
       raw?.off('end', arm);

@@ -18,14 +18,14 @@
  * Messages are relayed whole (ws reads each one), at most BODY_LIMIT_BYTES each (larger: the side
  * that sent it is closed with 1009); a side that cannot keep up pauses the other.
  */
-import { type IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer } from 'ws';
 import { refuse } from './answers.js';
 import { errorBody } from './errors.js';
 import { type ForwardingOptions, type OutgoingHeaders, setForwardingHeaders } from './forwarding.js';
+import { routeHandedOver } from './handed-over.js';
 import { stripResponseHeaders } from './header-hygiene.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
 
@@ -45,17 +45,9 @@ export function isWebSocketHandshake(raw: IncomingMessage): boolean {
  * such as `h2c`) ends the connection: no HTTP parser reads this socket any more.
  */
 export function routeUpgrades(app: FastifyInstance): void {
-  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    // bytes the client sent after its head: ws reads them from the socket later
-    if (head.length > 0) socket.unshift(head);
-    // Node stops handling errors on an upgraded socket; a reset client is seen as its 'close'
-    socket.on('error', () => {});
-    const response = new ServerResponse(req);
-    response.shouldKeepAlive = false;
-    response.assignSocket(socket as Socket);
-    response.once('finish', () => (socket as Socket).destroySoon());
-    app.routing(req, response);
-  });
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    routeHandedOver(app, req, socket, head),
+  );
 }
 
 /** Where an admitted handshake goes: its entry's origin, the forwarded path, and the entry's Host choice. */
