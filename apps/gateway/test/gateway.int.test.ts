@@ -114,10 +114,17 @@ describe('token bucket through the gateway', () => {
     ]);
     const denied = answers[3]!;
     expect(denied.headers['retry-after']).toBe('1');
-    expect(denied.headers['content-type']).toMatch(/^application\/json/);
+    // draft-11's quota-exceeded problem (RFC 9457), with Sluice's own members kept
+    expect(denied.headers['content-type']).toMatch(/^application\/problem\+json;/);
     // draft-11: t is until one more token, so it never exceeds Retry-After
     expect(denied.headers.ratelimit).toBe(`"burst";r=0;t=1${pk}`);
     expect(denied.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: expect.any(String),
+      'violated-policies': ['burst'],
+      code: 'SLUICE_RATE_LIMITED',
       statusCode: 429,
       error: 'Too Many Requests',
       message: expect.any(String),
