@@ -291,6 +291,14 @@ describe('every variant of the decision headers parses as draft-11 says', () => 
       expect(answer.headers['ratelimit-policy']).toBeUndefined();
       expect(answer.headers['retry-after']).toBeUndefined();
     }
+    // an upstream's own RateLimit headers reach the client as if no rule applied
+    const own = await http(
+      gw.port,
+      '/shadow/x?set=ratelimit:"upstream";r=5;t=1&set=ratelimit-policy:"upstream";q=9',
+    );
+    expect(own.status).toBe(200);
+    expect(own.headers.ratelimit).toBe('"upstream";r=5;t=1');
+    expect(own.headers['ratelimit-policy']).toBe('"upstream";q=9');
   });
 
   it('fractional capacities and costs: q rounded down to an Integer, r and t whole', async () => {

@@ -80,6 +80,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
         // admitted without a decision: the policy is known, no numbers are
         context.limited = true;
         // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+        context.shadow = decision.rule.shadow;
         if (!decision.rule.shadow) reply.header('ratelimit-policy', decision.rule.policyHeader);
         proceed(raw, reply, done);
         return;
@@ -109,6 +110,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     const raw = context.raw;
     context.limited = true;
     // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+    context.shadow = rule.shadow;
     if (!rule.shadow) {
       reply.header('ratelimit-policy', rule.policyHeader);
       reply.header('ratelimit', rateLimitHeader(rule.limits, decision));
