@@ -175,6 +175,21 @@ function expectDenial(answer: HttpResponse, denying: string): Draft11Item[] {
   const items = draft11(answer);
   const item = items.find((candidate) => candidate.name === denying)!;
   expect(item.r).toBe(0);
+  // the body: draft-11's quota-exceeded problem (RFC 9457), naming policies as RateLimit-Policy does
+  expect(answer.headers['content-type']).toMatch(/^application\/problem\+json;/);
+  const problem = answer.json();
+  expect(problem).toMatchObject({
+    type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+    title: expect.any(String),
+    status: 429,
+    detail: expect.any(String),
+    code: 'SLUICE_RATE_LIMITED',
+    retryAfter: retryAfter,
+    requestId: answer.headers['x-request-id'],
+  });
+  const violated = problem['violated-policies'] as string[];
+  expect(violated[0]).toBe(denying);
+  for (const name of violated) expect(items.map((candidate) => candidate.name)).toContain(name);
   expect(item.t).toBeGreaterThanOrEqual(1);
   expect(item.t).toBeLessThanOrEqual(retryAfter);
   return items;
@@ -276,6 +291,14 @@ describe('every variant of the decision headers parses as draft-11 says', () => 
       expect(answer.headers['ratelimit-policy']).toBeUndefined();
       expect(answer.headers['retry-after']).toBeUndefined();
     }
+    // an upstream's own RateLimit headers reach the client as if no rule applied
+    const own = await http(
+      gw.port,
+      '/shadow/x?set=ratelimit:"upstream";r=5;t=1&set=ratelimit-policy:"upstream";q=9',
+    );
+    expect(own.status).toBe(200);
+    expect(own.headers.ratelimit).toBe('"upstream";r=5;t=1');
+    expect(own.headers['ratelimit-policy']).toBe('"upstream";q=9');
   });
 
   it('fractional capacities and costs: q rounded down to an Integer, r and t whole', async () => {

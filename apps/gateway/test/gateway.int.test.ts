@@ -114,10 +114,17 @@ describe('token bucket through the gateway', () => {
     ]);
     const denied = answers[3]!;
     expect(denied.headers['retry-after']).toBe('1');
-    expect(denied.headers['content-type']).toMatch(/^application\/json/);
+    // draft-11's quota-exceeded problem (RFC 9457), with Sluice's own members kept
+    expect(denied.headers['content-type']).toMatch(/^application\/problem\+json;/);
     // draft-11: t is until one more token, so it never exceeds Retry-After
     expect(denied.headers.ratelimit).toBe(`"burst";r=0;t=1${pk}`);
     expect(denied.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: expect.any(String),
+      'violated-policies': ['burst'],
+      code: 'SLUICE_RATE_LIMITED',
       statusCode: 429,
       error: 'Too Many Requests',
       message: expect.any(String),
@@ -495,7 +502,8 @@ describe('rules cache and admin listener', () => {
     expect(metricValue(text, 'sluice_requests_total', { rule: 'burst', decision: 'denied' })).toBe(2);
     expect(metricValue(text, 'sluice_rules_version')).toBe(await api.snapshotVersion());
     expect(metricValue(text, 'sluice_rules_age_seconds')).toBeLessThan(5);
-    expect(metricValue(text, 'sluice_rules_refresh_failures_total')).toBeNaN();
+    // every failure reason is there from the start, at 0
+    expect(metricValue(text, 'sluice_rules_refresh_failures_total', { reason: 'unreachable' })).toBe(0);
     expect(metricValue(text, 'sluice_denials_cached_total')).toBeGreaterThanOrEqual(1);
     expect(metricValue(text, 'sluice_decision_duration_seconds_count', { store: 'redis' })).toBeGreaterThan(
       10,

@@ -237,6 +237,12 @@ describe('a stacked rule (burst and daily per key, one global)', () => {
     expect(denied.status).toBe(429);
     expect(denied.headers['retry-after']).toBe('1');
     expect(denied.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: expect.any(String),
+      'violated-policies': ['stacked.burst'],
+      code: 'SLUICE_RATE_LIMITED',
       statusCode: 429,
       error: 'Too Many Requests',
       message: expect.any(String),
@@ -285,6 +291,8 @@ describe('all or nothing (every denial decided by Redis: no denial cache)', () =
     expect(denied.status).toBe(429);
     expect(denied.headers['retry-after']).toBe('60');
     expect(denied.json()).toMatchObject({ rule: 'two-deny', limit: 'short', retryAfter: 60 });
+    // the problem names every policy that refused, as RateLimit-Policy names them
+    expect(denied.json()['violated-policies']).toEqual(['two-deny.short', 'two-deny.long']);
     expect(denied.headers.ratelimit).toBe(
       `"two-deny.roomy";r=999;t=3600, "two-deny.short";r=0;t=10${pk('ip:127.0.0.1')}, "two-deny.long";r=0;t=60${pk('ip:127.0.0.1')}`,
     );
@@ -477,6 +485,12 @@ describe('a v1 rule', () => {
     expect(answers[2]!.headers.ratelimit).toBe(`"classic";r=0;t=3600${pk('ip:127.0.0.1')}`);
     expect(answers[2]!.headers['retry-after']).toBe('3600');
     expect(answers[2]!.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: 'rate limit of rule "classic" exceeded',
+      'violated-policies': ['classic'],
+      code: 'SLUICE_RATE_LIMITED',
       statusCode: 429,
       error: 'Too Many Requests',
       message: 'rate limit of rule "classic" exceeded',

@@ -55,3 +55,66 @@ export function closeIfBodyPending(raw: IncomingMessage, reply: FastifyReply): v
     reply.header('connection', 'close');
   }
 }
+
+/** draft-11's problem type for a request beyond its quota (RFC 9457 problem details). */
+export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+/** The media type of a 429's body (RFC 9457). */
+export const PROBLEM_JSON_TYPE = 'application/problem+json; charset=utf-8';
+
+/**
+ * The constant parts of one rule's 429 body, built once per rule: the problem members up to
+ * `violated-policies`, each denying limit's rest up to `retryAfter`, and each limit's policy name as
+ * a JSON string (the name its `RateLimit-Policy` item carries, without the sf-string quotes).
+ */
+export interface QuotaExceededParts {
+  readonly head: string;
+  /** per limit, when it is the first denying one: `],…,"retryAfter":` (a v2 body names the limit) */
+  readonly tails: readonly string[];
+  readonly policyNames: readonly string[];
+}
+
+export function quotaExceededParts(rule: {
+  readonly name: string;
+  readonly format: 1 | 2;
+  readonly limits: readonly { readonly name: string }[];
+}): QuotaExceededParts {
+  const name = rule.name;
+  const message = JSON.stringify(`rate limit of rule "${name}" exceeded`);
+  // the draft's problem members first, then the body Sluice has always sent (clients read both)
+  const head =
+    `{"type":${JSON.stringify(QUOTA_EXCEEDED_TYPE)},` +
+    '"title":"Request cannot be satisfied as assigned quota has been exceeded",' +
+    `"status":429,"detail":${message},"violated-policies":[`;
+  const rest = `],"code":"SLUICE_RATE_LIMITED","statusCode":429,"error":"Too Many Requests","message":${message},"rule":${JSON.stringify(name)},`;
+  return {
+    head,
+    tails: rule.limits.map((limit) =>
+      rule.format === 1
+        ? `${rest}"retryAfter":`
+        : `${rest}"limit":${JSON.stringify(limit.name)},"retryAfter":`,
+    ),
+    policyNames: rule.limits.map((limit) =>
+      JSON.stringify(limit.name === '' ? name : `${name}.${limit.name}`),
+    ),
+  };
+}
+
+/**
+ * A 429's body: draft-11's quota-exceeded problem naming every limit that denied the request, with
+ * the members of Sluice's own error body (`code`, `statusCode`, `error`, `message`, `rule`, `limit`,
+ * `retryAfter`, `requestId`).
+ */
+export function quotaExceededBody(
+  parts: QuotaExceededParts,
+  decision: { readonly limits: readonly { readonly allowed: boolean }[]; readonly deniedIndex: number },
+  retryAfterSec: number,
+  requestId: string,
+): string {
+  let violated = '';
+  for (let i = 0; i < decision.limits.length; i++) {
+    if (decision.limits[i]!.allowed) continue;
+    violated += violated === '' ? parts.policyNames[i] : `,${parts.policyNames[i]}`;
+  }
+  const tail = parts.tails[decision.deniedIndex] ?? parts.tails[0];
+  return `${parts.head}${violated}${tail}${retryAfterSec},"requestId":${JSON.stringify(requestId)}}`;
+}

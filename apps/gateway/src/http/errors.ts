@@ -8,9 +8,8 @@
  * Every body names the request it answers (`requestId`, the `X-Request-Id` of the response) where
  * there is one: Node's answers on the bare socket may come before a request could be read.
  *
- * The one answer outside the table is the 429 of a denied request: its body is fixed by the product
- * contract (`statusCode`, `error`, `message`, `rule`, `retryAfter`, `requestId`) and built in
- * limit-hook.ts.
+ * The 429 of a denied request (`SLUICE_RATE_LIMITED`) has a body of its own: draft-11's
+ * quota-exceeded problem (`application/problem+json`) around these members, built in answers.ts.
  */
 import { STATUS_CODES } from 'node:http';
 import { errorBody as sharedErrorBody } from '@sluice/shared';
@@ -38,6 +37,8 @@ export const GATEWAY_ERRORS = {
   SLUICE_METHOD_NOT_ALLOWED: 405,
   /** the rule set has not been loaded yet: nothing is proxied before the limits are known */
   SLUICE_RULES_NOT_LOADED: 503,
+  /** a rule's limit denied the request (429: a quota-exceeded problem, answers.ts) */
+  SLUICE_RATE_LIMITED: 429,
   /** STORE_FAILURE=closed and the store failed */
   SLUICE_STORE_UNAVAILABLE: 503,
   /** the upstream refused the connection, reset it, or could not be resolved */

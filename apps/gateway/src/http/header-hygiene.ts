@@ -62,8 +62,11 @@ export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (
   delete headers['x-request-id'];
   const context = request?.sluice;
   if (context?.limited) {
-    delete headers.ratelimit;
-    delete headers['ratelimit-policy'];
+    // a shadow rule sends none of its own, so the upstream's pass as if no rule applied
+    if (!context.shadow) {
+      delete headers.ratelimit;
+      delete headers['ratelimit-policy'];
+    }
     // the upstream's price of the request is for the gateway only (docs/lifecycle.md)
     const exchange = context.exchange;
     const chargeHeader = exchange?.rule.charge?.header;

@@ -101,7 +101,14 @@ describe('the hot path, in process', () => {
     const denied = await fetch(`${proxyUrl}/hello`);
     expect(denied.status).toBe(429);
     expect(denied.headers.get('retry-after')).toBe('60');
+    expect(denied.headers.get('content-type')).toMatch(/^application\/problem\+json;/);
     expect(await denied.json()).toEqual({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Request cannot be satisfied as assigned quota has been exceeded',
+      status: 429,
+      detail: 'rate limit of rule "hello" exceeded',
+      'violated-policies': ['hello'],
+      code: 'SLUICE_RATE_LIMITED',
       statusCode: 429,
       error: 'Too Many Requests',
       message: 'rate limit of rule "hello" exceeded',

@@ -15,7 +15,13 @@ import {
 } from '@sluice/shared';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { closeIfBodyPending } from './answers.js';
+import {
+  closeIfBodyPending,
+  PROBLEM_JSON_TYPE,
+  type QuotaExceededParts,
+  quotaExceededBody,
+  quotaExceededParts,
+} from './answers.js';
 import { errorBody, GatewayError } from './errors.js';
 import type { RequestContext } from './request-context.js';
 
@@ -23,8 +29,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** The HTTP answers of one rule, built on its first denial or failure and kept with its plan. */
 interface RuleAnswers {
-  /** per limit: the 429 body up to its `retryAfter` number (a v2 body names the denying limit) */
-  readonly denyBodyPrefixes: readonly string[];
+  /** the 429 body's constant parts (answers.ts) */
+  readonly quotaExceeded: QuotaExceededParts;
   /** the 503 body up to its `requestId` */
   readonly unavailableBodyPrefix: string;
 }
@@ -74,6 +80,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
         // admitted without a decision: the policy is known, no numbers are
         context.limited = true;
         // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+        context.shadow = decision.rule.shadow;
         if (!decision.rule.shadow) reply.header('ratelimit-policy', decision.rule.policyHeader);
         proceed(raw, reply, done);
         return;
@@ -103,6 +110,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     const raw = context.raw;
     context.limited = true;
     // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
+    context.shadow = rule.shadow;
     if (!rule.shadow) {
       reply.header('ratelimit-policy', rule.policyHeader);
       reply.header('ratelimit', rateLimitHeader(rule.limits, decision));
@@ -114,15 +122,12 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
       return;
     }
     const retryAfterSec = retryAfterSeconds(decision);
-    const prefixes = answersOf(rule).denyBodyPrefixes;
     closeIfBodyPending(raw, reply);
     reply
       .code(429)
       .header('retry-after', String(retryAfterSec))
-      .type(JSON_TYPE)
-      .send(
-        `${prefixes[decision.deniedIndex] ?? prefixes[0]}${retryAfterSec},"requestId":${JSON.stringify(reply.request.id)}}`,
-      );
+      .type(PROBLEM_JSON_TYPE)
+      .send(quotaExceededBody(answersOf(rule).quotaExceeded, decision, retryAfterSec, reply.request.id));
   }
 
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
@@ -153,14 +158,8 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
 
 function ruleAnswers(rule: RulePlan): RuleAnswers {
   const name = rule.name;
-  const message = `rate limit of rule "${name}" exceeded`;
-  const bodyStart = `{"statusCode":429,"error":"Too Many Requests","message":${JSON.stringify(message)},"rule":${JSON.stringify(name)},`;
   return {
-    denyBodyPrefixes: rule.limits.map((limit) =>
-      rule.format === 1
-        ? `${bodyStart}"retryAfter":`
-        : `${bodyStart}"limit":${JSON.stringify(limit.name)},"retryAfter":`,
-    ),
+    quotaExceeded: quotaExceededParts(rule),
     unavailableBodyPrefix: `${JSON.stringify(
       errorBody('SLUICE_STORE_UNAVAILABLE', `the rate limit store is unavailable (rule "${name}")`),
     ).slice(0, -1)},"requestId":`,

@@ -28,6 +28,11 @@ export class RequestContext implements RequestFacts {
    * upstream's own (they are stripped from the response)
    */
   limited = false;
+  /**
+   * the rule that applied is a shadow rule: the client gets no RateLimit headers of the gateway's, and
+   * the upstream's own pass as if no rule applied (a dry run changes nothing a client can see)
+   */
+  shadow = false;
   /** the admitted request's settle handle (its rule settles slots, a charge or a refund) */
   exchange: Exchange | undefined = undefined;
   /** the claims of its bearer token once the identity hook verified it (identity-hook.ts) */

@@ -157,11 +157,7 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
 
   for (const upstream of options.upstreams) {
     const name = upstreamName(upstream);
-    const upstreamErrors = {
-      unreachable: metrics.upstreamErrors.labels(name, 'unreachable'),
-      timeout: metrics.upstreamErrors.labels(name, 'timeout'),
-      error: metrics.upstreamErrors.labels(name, 'error'),
-    };
+    const upstreamErrors = metrics.upstreamErrorCounters(name);
     const onError: NonNullable<ReplyHooks['onError']> = (reply, { error }) => {
       if (findStatus(error) === 413) {
         refuseBodyTooLarge(reply, bodyLimitBytes);

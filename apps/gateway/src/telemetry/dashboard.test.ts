@@ -62,6 +62,27 @@ describe('the Grafana dashboard', () => {
     }
   });
 
+  it('draws real denials (429s) and shadow would-be denials apart, never summed into one series', () => {
+    const decisionsOf = (expr: string) => /decision(=~?)"([^"]*)"/.exec(expr);
+    const real = exprs.filter(({ expr }) => decisionsOf(expr)?.[2] === 'denied');
+    const shadow = exprs.filter(({ expr }) => decisionsOf(expr)?.[2] === 'shadow_denied');
+    expect(real.map((e) => e.where)).toEqual(['Denied by rule: 429s (req/s)']);
+    expect(shadow.map((e) => e.where)).toEqual(['Shadow rules: would-be denials (req/s)']);
+    // a matcher taking both decisions is only fine where the series stay split by decision
+    const mixed = exprs.filter(({ expr }) => {
+      if (expr.startsWith('label_values(')) return false; // a variable's values, not a series drawn
+      const matcher = decisionsOf(expr);
+      const takesBoth =
+        matcher === null
+          ? expr.includes('sluice_requests_total')
+          : matcher[1] === '=~' &&
+            new RegExp(`^(?:${matcher[2]})$`).test('denied') &&
+            new RegExp(`^(?:${matcher[2]})$`).test('shadow_denied');
+      return takesBoth && !/by \([^)]*\bdecision\b/.test(expr);
+    });
+    expect(mixed.map((e) => e.where)).toEqual([]);
+  });
+
   it('queries only metric names the gateway exports', async () => {
     const names = await exported();
     const unknown = exprs.flatMap(({ where, expr }) =>

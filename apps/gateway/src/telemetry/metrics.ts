@@ -24,6 +24,54 @@ export type RequestDecision =
  * `sluice_requests_total` when Prometheus scrapes (prom-client hashes the label set on every
  * `inc`, which is wasted work per request).
  */
+/**
+ * Label values known before anything happens, so that every series exists from the first scrape at 0:
+ * a panel or an alert on `rate(…)` reads 0, not "No data", until the first error.
+ */
+const STORE_ERROR_REASONS = ['timeout', 'error'] as const;
+const STORE_CALL_OPS = ['acquire', 'settle'] as const;
+/** SettlementKind of @sluice/shared (decision/exchange.ts) */
+const SETTLEMENT_KINDS = ['refund', 'charge', 'release', 'renew'] as const;
+const SETTLEMENT_RESULTS = ['ok', 'error'] as const;
+/** rules-cache.ts's FailureReason */
+const RULES_REFRESH_FAILURE_REASONS = ['unreachable', 'status', 'invalid'] as const;
+const UPSTREAM_ERROR_KINDS = ['unreachable', 'timeout', 'error'] as const;
+/** the refusals counted under their error code (others are counted by their PATH_/HOST_ reason) */
+const BAD_REQUEST_CODES = [
+  'SLUICE_RULES_NOT_LOADED',
+  'SLUICE_METHOD_NOT_ALLOWED',
+  'SLUICE_NO_UPSTREAM',
+  'SLUICE_SHUTTING_DOWN',
+  'SLUICE_BAD_FORWARDED_FOR',
+  'SLUICE_BODY_TOO_LARGE',
+] as const;
+const REQUEST_DECISIONS: readonly RequestDecision[] = [
+  'allowed',
+  'denied',
+  'shadow_denied',
+  'unlimited',
+  'unavailable',
+];
+
+/**
+ * prom-client's default Node.js metrics that promtool refuses (`promtool check metrics` exits 3: a
+ * gauge must not end in `_total`). Each is the sum over `type` of a gauge that stays
+ * (`nodejs_active_handles` …), so nothing is lost: `sum(sluice_nodejs_active_handles)`.
+ */
+const DEFAULT_GAUGES_NAMED_TOTAL = [
+  'sluice_nodejs_active_handles_total',
+  'sluice_nodejs_active_requests_total',
+  'sluice_nodejs_active_resources_total',
+];
+
+/** Creates every series of `counter` for `labelSets` at 0 (prom-client creates one on its first `inc`). */
+function startAtZero<L extends string>(
+  counter: Counter<L>,
+  labelSets: readonly Partial<Record<L, string>>[],
+): void {
+  for (const labels of labelSets) counter.inc(labels, 0);
+}
+
 export class RequestCounterCell {
   pending = 0;
   constructor(readonly labels: { rule: string; decision: RequestDecision }) {}
@@ -53,7 +101,7 @@ export class GatewayMetrics {
     registers: [this.registry],
     collect: () => {
       for (const cell of this.#requestCells.values()) {
-        if (cell.pending === 0) continue;
+        // a cell of a rule nobody asked yet still shows its series, at 0
         this.requests.inc(cell.labels, cell.pending);
         cell.pending = 0;
       }
@@ -245,6 +293,7 @@ export class GatewayMetrics {
     const errors = { timeout: this.storeErrors.labels('timeout'), error: this.storeErrors.labels('error') };
     const calls = { acquire: this.storeCalls.labels('acquire'), settle: this.storeCalls.labels('settle') };
     const fallbacks = this.storeFallbacks.labels(policy);
+    startAtZero(this.storeFallbacks, [{ policy }]);
     return {
       decisionSeconds: (store, seconds) => latency[store].observe(seconds),
       fallback: () => fallbacks.inc(),
@@ -254,13 +303,50 @@ export class GatewayMetrics {
     };
   }
 
+  /** The error counters of one upstream (by its name), each series there from the start at 0. */
+  upstreamErrorCounters(upstream: string) {
+    startAtZero(
+      this.upstreamErrors,
+      UPSTREAM_ERROR_KINDS.map((kind) => ({ upstream, kind })),
+    );
+    return {
+      unreachable: this.upstreamErrors.labels(upstream, 'unreachable'),
+      timeout: this.upstreamErrors.labels(upstream, 'timeout'),
+      error: this.upstreamErrors.labels(upstream, 'error'),
+    };
+  }
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
+    startAtZero(
+      this.storeErrors,
+      STORE_ERROR_REASONS.map((reason) => ({ reason })),
+    );
+    startAtZero(
+      this.storeCalls,
+      STORE_CALL_OPS.map((op) => ({ op })),
+    );
+    startAtZero(
+      this.settlements,
+      SETTLEMENT_KINDS.flatMap((kind) => SETTLEMENT_RESULTS.map((result) => ({ kind, result }))),
+    );
+    startAtZero(
+      this.rulesRefreshFailures,
+      RULES_REFRESH_FAILURE_REASONS.map((reason) => ({ reason })),
+    );
+    startAtZero(
+      this.badRequests,
+      BAD_REQUEST_CODES.map((code) => ({ code })),
+    );
+    // requests no rule applies to are counted under rule "" whatever the rule set
+    for (const decision of REQUEST_DECISIONS) this.requestCell('', decision);
     this.rulesVersion.set(-1);
     this.rulesLoaded.set(0);
     this.breakerState.set(0);
     this.fallbackGateways.set(1);
     this.fallbackShare.set(1);
-    if (options.defaultMetrics !== false)
+    if (options.defaultMetrics !== false) {
       collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' });
+      for (const name of DEFAULT_GAUGES_NAMED_TOTAL) this.registry.removeSingleMetric(name);
+    }
   }
 }

@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { tokenBucketModel } from './algorithms/token-bucket/model.js';
 import {
   headerItemName,
+  moreQuotaMs,
   partitionKey,
   policyHeader,
   policyItem,
@@ -206,5 +209,61 @@ describe('decision headers (draft-11)', () => {
     expect(rateLimitItem(limit, at(1, true), 'ip:203.0.113.7', 0)).toBe(`"c";r=1;t=0;pk=${pk}`);
     expect(rateLimitItem(limit, at(2, true), 'ip:203.0.113.7', 0)).toBe(`"c";r=0;t=1;pk=${pk}`);
     expect(rateLimitItem(limit, at(2, false), 'ip:203.0.113.7', 1_000)).toBe(`"c";r=0;t=1;pk=${pk}`);
+  });
+});
+
+describe('t against Retry-After, over random limits', () => {
+  it('a token bucket denying a request of cost 1: t is its Retry-After, never more', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 10_000 }),
+        fc.double({ min: 1e-3, max: 1e4, noNaN: true }),
+        fc.integer({ min: 1, max: 86_400_000 }),
+        fc.double({ min: 0, max: 1e4, noNaN: true }),
+        fc.double({ min: 1e-9, max: 1, noNaN: true }),
+        (capacity, refill, periodMs, maxDebt, below) => {
+          const spec = bucket(capacity, refill, periodMs, maxDebt);
+          // a balance below one whole token (down into the debt): a request of cost 1 is denied
+          const balance = 1 - below * (1 + maxDebt);
+          const verdict = tokenBucketModel.evaluate({ balance, updatedAtMs: 0 }, spec, 1, 0).hold();
+          expect(verdict.allowed).toBe(false);
+          const outcome = { ...verdict, remaining: remainingOf(spec, verdict.level) };
+          const decision = { limits: [outcome], clientKeys: ['global'], retryAfterMs: verdict.retryAfterMs };
+          const item = rateLimitHeader([{ headerItem: '"p"', spec, clientBy: 'global' }], decision);
+          const t = Number(/;t=(\d+)/.exec(item)![1]);
+          expect(t).toBe(wholeSecondsUp(verdict.retryAfterMs));
+          expect(t).toBeLessThanOrEqual(retryAfterSeconds(verdict));
+        },
+      ),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('any admitted token bucket: waiting t seconds gives r + 1 whole tokens, one second less does not', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 1_000 }),
+        fc.double({ min: 1e-2, max: 1e3, noNaN: true }),
+        fc.integer({ min: 1_000, max: 3_600_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }),
+        (capacity, refill, periodMs, fill) => {
+          const spec = bucket(capacity, refill, periodMs, 0);
+          const level = fill * (capacity - 1);
+          const outcome = {
+            allowed: true,
+            level,
+            remaining: remainingOf(spec, level),
+            retryAfterMs: 0,
+            resetMs: 0,
+          };
+          const ms = moreQuotaMs(spec, outcome, 0);
+          const later = (atMs: number) =>
+            tokenBucketModel.evaluate({ balance: level, updatedAtMs: 0 }, spec, outcome.remaining + 1, atMs);
+          expect(later(ms).allowed).toBe(true);
+          if (ms > 0) expect(later(ms - 1).allowed).toBe(false);
+        },
+      ),
+      { numRuns: 2_000 },
+    );
   });
 });

@@ -5,12 +5,14 @@
  */
 import type { LimitOutcome } from '../../limits.js';
 import { type Algorithm, fullInSeconds, outcomeLater } from '../algorithm.js';
+import { waitMs } from '../wait.js';
 import { windowSeconds } from '../whole-seconds.js';
 import {
   type BucketState,
   balanceAt,
   bucketTag,
   capacityRefillMs,
+  refillRatePerMs,
   type TokenBucketSpec,
   tokenBucketModel,
 } from './model.js';
@@ -49,19 +51,16 @@ export const tokenBucket: Algorithm<
   redisState: { command: (key) => ['GET', key], parse: parseBucketState },
 
   remaining: (_spec, level) => tokensLeft(level),
-  // until the balance holds one whole token more than `r`, by the model's own search (the one that
-  // decides): on a denial of cost 1 that is exactly its Retry-After (b back to 1)
+  // until the balance holds one whole token more than `r`, by the same refill arithmetic and wait
+  // search that decide: on a denial of cost 1 that is its Retry-After (b back to 1)
   moreQuotaMs(spec, outcome) {
     const wanted = outcome.remaining + 1;
     if (wanted > spec.capacity) return 0;
-    return tokenBucketModel
-      .evaluate(
-        { balance: outcome.level, updatedAtMs: 0, tag: bucketTag(spec) },
-        { ...spec, maxDebt: 0 },
-        wanted,
-        0,
-      )
-      .hold().retryAfterMs;
+    const state = { balance: outcome.level, updatedAtMs: 0 };
+    return waitMs(
+      (x) => balanceAt(state, spec, x) >= wanted,
+      (wanted - outcome.level) / refillRatePerMs(spec),
+    );
   },
   // `w`: an empty bucket's time to be full, by the same arithmetic as the waits
   policyParameters: (spec) => `q=${Math.floor(spec.capacity)};w=${windowSeconds(capacityRefillMs(spec))}`,
