@@ -8,6 +8,7 @@ export * from './http/error-body.js';
 export * from './http/normalize-host.js';
 export * from './http/normalize-path.js';
 export * from './http/path-segments.js';
+export * from './http/request-head.js';
 export {
   type Algorithm,
   type AlgorithmModel,
