@@ -116,6 +116,8 @@ const PATHS = [
   '/caf%C3%A9/a',
   '/cafe%CC%81/a',
   '/%E2%80%8B/x',
+  '/a/..b',
+  '/api/x/.%E2%80%8B/y',
   '/a b',
   '/a\tb',
 ];
@@ -214,6 +216,25 @@ interface Explanation {
   error: null | { statusCode: number; code: string; message: string };
   rule: null | { name: string };
   limits: Array<{ name: string; clientKey: string }>;
+  considered: Array<{ name: string; matched: boolean; reason: string }>;
+}
+
+/**
+ * SPEC §7: `considered` names the rules whose path fits but whose method or host does not, with that
+ * reason: the rules a confused admin asks about.
+ */
+function missingFromConsidered(said: Explanation, method: string): string | undefined {
+  const find = (name: string) => said.considered.find((c) => c.name === name);
+  if (said.rule?.name === 'host-any' && !/^host is /.test(find('host-api')?.reason ?? '')) {
+    return 'host-api (host)';
+  }
+  if (said.rule?.name === 'admin' && !['POST', 'PUT', 'DELETE'].includes(method)) {
+    if (!/^method \S+ is not one of POST, PUT, DELETE$/.test(find('admin-writes')?.reason ?? '')) {
+      return 'admin-writes (method)';
+    }
+  }
+  if (said.rule?.name === 'items' && find('old')?.reason !== 'rule is disabled') return 'old (disabled)';
+  return undefined;
 }
 
 /** What a gateway answer says: its status, the code of a 400 and the rule named by RateLimit-Policy. */
@@ -246,6 +267,8 @@ beforeAll(async () => {
     REDIS_URL: 'redis://127.0.0.1:6379',
     REDIS_KEY_PREFIX: uniqueKeyPrefix('explain-agreement'),
     TRUST_PROXY: 'true',
+    // a busy machine must not send a decision to the local fallback: the counts in Redis are checked
+    STORE_TIMEOUT_MS: '2000',
   });
 }, 60_000);
 
@@ -315,6 +338,9 @@ describe('explain agrees with the gateway', () => {
           )}, gateway ${got.status} ${JSON.stringify(got.code ?? got.rule)}`,
         );
       }
+      const missing = said.error === null ? missingFromConsidered(said, request.method) : undefined;
+      if (missing !== undefined)
+        disagreements.push(`explain's considered lacks ${missing}: ${JSON.stringify(said)}`);
       if (said.error === null && said.rule !== null) {
         const key = `${said.rule.name}\0${said.limits[0]!.clientKey}`;
         counted.set(key, (counted.get(key) ?? 0) + 1);
@@ -327,12 +353,17 @@ describe('explain agrees with the gateway', () => {
 
     // the client key explain names is the one the gateway counted each request under
     const wrongKeys: string[] = [];
-    await inParallel([...counted], 8, async ([key, requestsCounted]) => {
+    await inParallel([...counted], 4, async ([key, requestsCounted]) => {
       const [rule, client] = key.split('\0') as [string, string];
-      const usage = await fetch(
-        `${gw.adminUrl}/usage?rule=${encodeURIComponent(rule)}&client=${encodeURIComponent(client)}`,
-      );
-      const body = (await usage.json()) as { limits?: Array<{ remaining: number }> };
+      const url = `${gw.adminUrl}/usage?rule=${encodeURIComponent(rule)}&client=${encodeURIComponent(client)}`;
+      let body: { limits?: Array<{ remaining: number }> } = {};
+      // a 503 is a store read that took too long on a busy machine: ask again
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const usage = await fetch(url);
+        body = (await usage.json()) as typeof body;
+        if (usage.status !== 503) break;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
       const remaining = body.limits?.[0]?.remaining;
       if (remaining !== CAPACITY - requestsCounted) {
         wrongKeys.push(

@@ -60,4 +60,23 @@ export const BYPASS_CORPUS: ReadonlyArray<readonly [string, 400 | 429]> = [
   ['/foo/%EF%BC%8E%EF%BC%8E/admin/x', 400],
   ['/admin%EF%BC%8Fx', 400],
   ['/%C0%AE%C0%AE/admin/x', 400],
+  // fullwidth letters and zero-width characters: upstreams that fold Unicode (NFKC) read /admin, and
+  // rules see the path folded too (SPEC §4). Percent-encoded: the corpus goes out as latin1 bytes.
+  ['/%EF%BD%81dmin/x', 429], // ａdmin
+  ['/%EF%BD%81%EF%BD%84%EF%BD%8D%EF%BD%89%EF%BD%8E/x', 429], // ａｄｍｉｎ
+  ['/%ef%bd%81dmin/x', 429],
+  ['/ad%E2%80%8Bmin/x', 429], // zero-width space
+  ['/%E2%80%8Badmin/x', 429],
+  ['/admin%E2%80%8B/x', 429],
+  ['/admin/%E2%80%8B', 429],
+  ['/ad%E2%80%8Dmin/x', 429], // zero-width joiner
+  ['/ad%C2%ADmin/x', 429], // soft hyphen
+  ['/%EF%BB%BFadmin/x', 429], // byte order mark
+  ['/adm%E2%81%A0in/x', 429], // word joiner
+  ['/x/..%E2%80%8B/admin/x', 400], // `..` once the zero-width space is gone: a `..`-prefixed name is refused
+  ['/..%E2%80%8B/admin', 400],
+  ['/admin/.%E2%80%8B/x', 429], // `.` once folded
+  ['/x/..admin/x', 400],
+  ['/%EF%BC%8561dmin/x', 400], // `％61` folds to the escape `%61`
+  ['/admin%EF%BC%9Bx=1/x', 400], // `；` folds to `;`
 ];
