@@ -50,6 +50,7 @@ export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
 export * from './limiter/peek.js';
 export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
+export * from './rules/algorithm-changes.js';
 export * from './rules/check.js';
 export * from './rules/defaults.js';
 export * from './rules/duration.js';
