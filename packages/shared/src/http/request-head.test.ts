@@ -3,10 +3,10 @@
  * each byte in a field value and a few methods go to a real Node server here, and the module must
  * agree with what it answered.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, METHODS, type Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fieldValueAsRead, methodError, targetError } from './request-head.js';
+import { fieldValueAsRead, methodError, PARSER_METHODS, targetError } from './request-head.js';
 
 let server: Server;
 let port: number;
@@ -90,5 +90,6 @@ describe('request-head: what Node 20 refuses', () => {
       expect(methodError(method) === undefined, method).toBe(answer.status === 200);
     }
     expect(methodError('get')?.message).toContain('GET?');
+    expect([...PARSER_METHODS].sort()).toEqual([...METHODS].sort());
   });
 });

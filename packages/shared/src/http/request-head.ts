@@ -11,8 +11,6 @@
  * - a field value may hold tabs and bytes 0x80–0xFF, read one byte per character (latin1), but no other
  *   control character; spaces and tabs around it are dropped (RFC 9110 §5.5).
  */
-import { METHODS } from 'node:http';
-
 export type RequestHeadErrorCode = 'METHOD_INVALID' | 'TARGET_INVALID' | 'HEADER_INVALID';
 
 export interface RequestHeadError {
@@ -20,7 +18,47 @@ export interface RequestHeadError {
   message: string;
 }
 
-const PARSER_METHODS: ReadonlySet<string> = new Set(METHODS);
+/**
+ * Node 20's `http.METHODS`: the methods its parser knows. Written out because the decision core imports
+ * no HTTP module (decision/layers.test.ts); request-head.test.ts checks it against `http.METHODS`.
+ */
+export const PARSER_METHODS: ReadonlySet<string> = new Set([
+  'ACL',
+  'BIND',
+  'CHECKOUT',
+  'CONNECT',
+  'COPY',
+  'DELETE',
+  'GET',
+  'HEAD',
+  'LINK',
+  'LOCK',
+  'M-SEARCH',
+  'MERGE',
+  'MKACTIVITY',
+  'MKCALENDAR',
+  'MKCOL',
+  'MOVE',
+  'NOTIFY',
+  'OPTIONS',
+  'PATCH',
+  'POST',
+  'PROPFIND',
+  'PROPPATCH',
+  'PURGE',
+  'PUT',
+  'QUERY',
+  'REBIND',
+  'REPORT',
+  'SEARCH',
+  'SOURCE',
+  'SUBSCRIBE',
+  'TRACE',
+  'UNBIND',
+  'UNLINK',
+  'UNLOCK',
+  'UNSUBSCRIBE',
+]);
 
 /** Why Node's parser refuses `method`; undefined when it takes it. */
 export function methodError(method: string): RequestHeadError | undefined {
