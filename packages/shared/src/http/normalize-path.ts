@@ -484,13 +484,23 @@ const NON_ASCII_ESCAPE = /%[89A-F]/;
  */
 function fold(path: string): string | PathError {
   if (!NON_ASCII_ESCAPE.test(path)) return path;
+  // the gateway folds a path twice in a row (normalising it, then matching it): the second is free
+  if (path === lastFolded) return lastFold;
   // normalizePath let only well-formed escapes and UTF-8 through: this cannot throw
   const decoded = decodeURIComponent(path);
   const folded = foldText(decoded);
-  if (folded === decoded) return path;
-  const again = normalizeFrom(canonicalRulePath(folded), 1, false);
-  return again.ok ? again.path : unsafeFolding(again);
+  let result: string | PathError = path;
+  if (folded !== decoded) {
+    const again = normalizeFrom(canonicalRulePath(folded), 1, false);
+    result = again.ok ? again.path : unsafeFolding(again);
+  }
+  lastFolded = path;
+  lastFold = result;
+  return result;
 }
+/** The last path `fold` worked on, and its result. */
+let lastFolded = '';
+let lastFold: string | PathError = '';
 
 /**
  * The path rules match for a path `normalizePath` returned: its Unicode-folded form (see `fold`). The
