@@ -6,6 +6,8 @@
  */
 import { isIP } from 'node:net';
 import {
+  algorithmChangeNotice,
+  algorithmChanges,
   algorithmNamed,
   type Client,
   isSecretHeader,
@@ -23,7 +25,16 @@ export type PlanStep =
   /** in the file, not on the server */
   | { action: 'create'; name: string; input: RuleInput }
   /** on both, fields differ: PUT guarded by `If-Match: "<version>"` */
-  | { action: 'update'; name: string; id: string; version: number; input: RuleInput; changedFields: string[] }
+  | {
+      action: 'update';
+      name: string;
+      id: string;
+      version: number;
+      input: RuleInput;
+      changedFields: string[];
+      /** what the change does that its fields do not show (a limit's counters starting afresh) */
+      notices: string[];
+    }
   /** on both, equal */
   | { action: 'unchanged'; name: string; id: string; version: number }
   /** on the server only, with `--prune`: DELETE guarded by `If-Match` */
@@ -242,7 +253,12 @@ export function planChanges(
     const changed = changedFields(input, existing);
     if (changed.length === 0) steps.push({ action: 'unchanged', ...ref });
     else if (options.createOnly) steps.push({ action: 'keep', ...ref, reason: 'create-only' });
-    else steps.push({ action: 'update', ...ref, input, changedFields: changed });
+    else {
+      const notices = algorithmChanges(writableFields(existing), withDefaults(input)).map(
+        algorithmChangeNotice,
+      );
+      steps.push({ action: 'update', ...ref, input, changedFields: changed, notices });
+    }
   }
   for (const rule of current) {
     if (desiredNames.has(rule.name)) continue;
@@ -287,7 +303,11 @@ export function formatPlan(plan: Plan): string {
       case 'create':
         return [head.trimEnd(), ...limitLines(step.input)];
       case 'update':
-        return [`${head}  (${step.changedFields.join(', ')})`, ...limitLines(step.input)];
+        return [
+          `${head}  (${step.changedFields.join(', ')})`,
+          ...step.notices.map((notice) => `${' '.repeat(NAME_COLUMN - 2)}! ${notice}`),
+          ...limitLines(step.input),
+        ];
       case 'keep':
         return step.reason === 'not-in-file'
           ? `${head}  (not in the file; --prune deletes it)`

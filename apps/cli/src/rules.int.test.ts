@@ -255,6 +255,56 @@ describe('dry run of stacked rules', () => {
   });
 });
 
+describe('dry run of an algorithm change', () => {
+  it('says that a limit changing algorithm under the same name starts its counters afresh', async () => {
+    await cli(['apply', await rulesFile([stacked])]);
+    const before = await byName();
+    const limits = stacked.limits ?? [];
+    const edited: RuleInput = {
+      ...stacked,
+      limits: [
+        // burst: token bucket → sliding window; daily: sliding window → token bucket; everyone: as it was
+        {
+          name: 'burst',
+          client: { by: 'header', name: 'x-api-key' },
+          algorithm: 'sliding-window',
+          max: 5,
+          window: '1s',
+        },
+        {
+          name: 'daily',
+          client: { by: 'header', name: 'x-api-key' },
+          capacity: 1000,
+          refill: 1000,
+          period: '24h',
+        },
+        limits[2]!,
+      ],
+    };
+    const result = await cli(['apply', '--dry-run', await rulesFile([edited])]);
+    expect(result.code, result.stderr).toBe(EXIT.OK);
+    expect(result.stdout).toContain(
+      'limit `burst` changes algorithm: its counters start afresh (token-bucket → sliding-window)',
+    );
+    expect(result.stdout).toContain(
+      'limit `daily` changes algorithm: its counters start afresh (sliding-window → token-bucket)',
+    );
+    expect(result.stdout).not.toContain('limit `everyone` changes algorithm');
+    expect(await byName()).toEqual(before);
+
+    // changing a limit's numbers keeps its counters: no such line
+    const numbers = await cli([
+      'apply',
+      '--dry-run',
+      await rulesFile([{ ...stacked, limits: [{ ...limits[0]!, capacity: 9 }, limits[1]!, limits[2]!] }]),
+    ]);
+    expect(numbers.stdout, numbers.stdout + numbers.stderr).toMatch(
+      /~ update\s+orders\s+\(limits\.burst\.capacity/,
+    );
+    expect(numbers.stdout).not.toContain('changes algorithm');
+  });
+});
+
 describe('conflicts', () => {
   it('reports a rule edited between plan and write, keeps the edit, and still applies the rest', async () => {
     await cli(['apply', await rulesFile([a, b, c])]);

@@ -5,6 +5,7 @@
  * raw socket, exactly as written.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BYPASS_CORPUS as CORPUS } from './helpers/bypass-corpus.js';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http, rawHttp } from './helpers/http.js';
 import { READ_TOKEN, type RulesApi, startRulesApi } from './helpers/rules-api.js';
@@ -39,64 +40,6 @@ afterAll(async () => {
   await gw?.close();
   await Promise.all([api?.close(), upstream?.close()]);
 });
-
-/** [request-target as sent, expected status] */
-const CORPUS: ReadonlyArray<readonly [string, 400 | 429]> = [
-  ['/admin', 429],
-  ['/admin/', 429],
-  ['/admin/x', 429],
-  ['/admin/x?next=/public', 429],
-  ['//admin/x', 429],
-  ['///admin///x', 429],
-  ['/admin//x', 429],
-  ['/./admin/x', 429],
-  ['/./././admin', 429],
-  ['/admin/./x', 429],
-  ['/public/../admin/x', 429],
-  ['/x/y/../../admin/z', 429],
-  ['/admin/x/..', 429],
-  ['/admin/%2e%2e/admin/x', 429],
-  ['/%61dmin/x', 429],
-  ['/adm%69n/x', 429],
-  ['/%61%64%6D%69%6E/x', 429],
-  ['/%2e/admin/x', 429],
-  ['/x/%2e%2e/admin/x', 429],
-  ['/x/%2E%2E/admin/x', 429],
-  ['/x/.%2e/admin/x', 429],
-  ['/x/%2e./admin', 429],
-  ['/%2e%2e/admin', 400],
-  ['/../admin', 400],
-  ['/admin%2Fx', 400],
-  ['/admin%2fx', 400],
-  ['/x/..%2Fadmin', 400],
-  ['/%2e%2e%2fadmin', 400],
-  ['/admin\\x', 400],
-  ['/x/..\\admin', 400],
-  ['/x/%5C../admin', 400],
-  ['/admin/x%00', 400],
-  ['/admin%00/x', 400],
-  ['/admin%09/x', 400],
-  ['/admin\u0000x', 400],
-  ['/admin/x#frag', 400],
-  ['/admin%ZZ/x', 400],
-  ['/%u0061dmin/x', 400],
-  ['/admin%', 400],
-  ['http://evil.example/admin/x', 400],
-  ['HTTP://127.0.0.1/./admin/x', 400],
-  ['*', 400],
-  // spellings that some upstreams read as /admin (docs/paths.md): refused rather than guessed at
-  ['/admin;x=1', 400],
-  ['/admin;/x', 400],
-  ['/admin%3Bx=1/x', 400],
-  ['/admin./x', 400],
-  ['/admin%2e/x', 400],
-  ['/admin%20/x', 400],
-  ['/foo/%252e%252e/admin/x', 400],
-  ['/%2561dmin/x', 400],
-  ['/foo/%EF%BC%8E%EF%BC%8E/admin/x', 400],
-  ['/admin%EF%BC%8Fx', 400],
-  ['/%C0%AE%C0%AE/admin/x', 400],
-];
 
 describe('path-bypass corpus', () => {
   it(`denies or refuses all ${CORPUS.length} spellings of /admin once its token is spent`, async () => {

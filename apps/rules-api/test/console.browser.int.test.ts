@@ -22,6 +22,9 @@ let browser: Browser;
 let page: Page;
 let shots: string;
 const pageErrors: string[] = [];
+/** the messages of the page's dialogs (confirm, alert), all accepted unless `dismissDialogs` */
+const dialogs: string[] = [];
+let dismissDialogs = false;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
@@ -39,7 +42,10 @@ beforeAll(async () => {
     if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(m.text());
   });
   page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('dialog', (d) => void d.accept());
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void (dismissDialogs ? d.dismiss() : d.accept());
+  });
 }, 45_000);
 
 afterAll(async () => {
@@ -316,6 +322,56 @@ describe('the console in Chromium', () => {
     await expect.poll(() => page.getByLabel('Rule (JSON, see docs/rules.md)').inputValue()).toContain('<img');
     expect(await page.locator('img').count()).toBe(0);
     expect(await page.evaluate('window.__pwned')).toBeUndefined();
+  });
+
+  it('asks before saving a limit under another algorithm, saying its counters start afresh', async () => {
+    const created = await adminCall('POST', '/rules', {
+      name: 'algo',
+      match: { path: '/algo/**' },
+      limits: [
+        { name: 'burst', capacity: 20, refill: 10, period: '1s' },
+        { name: 'daily', algorithm: 'sliding-window', max: 100, window: '1d' },
+      ],
+    });
+    expect(created.status).toBe(201);
+    await page.getByRole('button', { name: 'Reload' }).click();
+    await page.getByRole('button', { name: 'Edit algo', exact: true }).click();
+    const editor = page.getByLabel('Rule (JSON, see docs/rules.md)');
+    await expect.poll(() => editor.inputValue()).toContain('"burst"');
+    const edited = {
+      name: 'algo',
+      match: { path: '/algo/**' },
+      limits: [
+        { name: 'burst', algorithm: 'sliding-window', max: 20, window: '1s' },
+        { name: 'daily', algorithm: 'sliding-window', max: 200, window: '1d' },
+      ],
+    };
+    const notice =
+      'limit `burst` changes algorithm: its counters start afresh (token-bucket → sliding-window)';
+
+    // declined: nothing is saved, and the editor says why
+    dismissDialogs = true;
+    dialogs.length = 0;
+    await editor.fill(JSON.stringify(edited, null, 2));
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#rule-error').textContent()).toContain(notice);
+    expect(dialogs).toEqual([`${notice}\n\nSave anyway?`]);
+    expect((await adminCall('GET', `/rules/${created.body.id}`)).body.version).toBe(1);
+
+    // accepted: saved; a change of numbers alone asks nothing
+    dismissDialogs = false;
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('Saved algo (version 2).');
+    dialogs.length = 0;
+    await page.getByRole('button', { name: 'Edit algo', exact: true }).click();
+    await expect.poll(() => editor.inputValue()).toContain('"max": 200');
+    await editor.fill(
+      JSON.stringify({ ...edited, limits: [edited.limits[0], { ...edited.limits[1], max: 300 }] }),
+    );
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('Saved algo (version 3).');
+    expect(dialogs).toEqual([]);
+    expect(pageErrors).toEqual([]);
   });
 
   it('learns what the read token may do without trying a write', async () => {

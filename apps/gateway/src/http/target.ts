@@ -11,28 +11,17 @@
  * the requests that pass).
  */
 import type { IncomingMessage } from 'node:http';
-import { type NormalizedHost, normalizeHost, normalizePath } from '@sluice/shared';
+import {
+  type NormalizedHost,
+  normalizeHost,
+  normalizePath,
+  type RequestHost,
+  requestHostOf,
+} from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
 
 /** Where a refused target or host is routed: NUL is never left in a normalised path. */
 export const REFUSED_TARGET_URL = '/%00';
-
-/** The request's Host as the gateway reads it: normalised, or why it is refused. */
-export type RequestHost =
-  | NormalizedHost
-  | { ok: false; code: 'HOST_DUPLICATE' | 'HOST_MISSING'; message: string };
-
-const DUPLICATE_HOST: RequestHost = Object.freeze({
-  ok: false,
-  code: 'HOST_DUPLICATE',
-  message: 'a request must carry exactly one Host header (RFC 9112 §3.2)',
-});
-
-const MISSING_HOST: RequestHost = Object.freeze({
-  ok: false,
-  code: 'HOST_MISSING',
-  message: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
-});
 
 /** Most Host values whose reading is remembered (a gateway sees a handful; a flood of others only churns it). */
 const READ_HOSTS_MAX = 1_024;
@@ -69,12 +58,12 @@ export function requestHost(req: IncomingMessage): RequestHost {
   let seen = 0;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
-    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) return DUPLICATE_HOST;
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) break;
   }
-  // HTTP/1.0 may omit Host (it then names no host); Node's own check is off so that this answer,
-  // like every other, carries a code (see app.ts)
-  if (seen === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) return MISSING_HOST;
-  return readHost(req.headers.host);
+  // Node's own check for a missing Host is off so that this answer, like every other, carries a code
+  // (see app.ts); explain reads its Host lines with the same requestHostOf
+  const http11 = req.httpVersionMajor === 1 && req.httpVersionMinor >= 1;
+  return requestHostOf(seen, req.headers.host, http11, readHost);
 }
 
 /**

@@ -33,7 +33,8 @@ export const ExplainBodySchema = Type.Object(
   {
     method: Type.String({
       pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}$",
-      description: 'the HTTP method (compared uppercase)',
+      description:
+        'the HTTP method, case-sensitive as on the wire (`get` is refused, as the gateway refuses it)',
     }),
     host: Type.Optional(Type.String({ maxLength: 1024, description: 'the Host header, port allowed' })),
     path: Type.String({

@@ -75,7 +75,7 @@ describe('compileExplainer', () => {
 
   it('names the chosen rule, its limits with client keys, and why the others lost', () => {
     const result = explainer.explain({
-      method: 'get',
+      method: 'GET',
       host: 'API.example.com:8443',
       path: '/search/./x?q=1',
       headers: { 'X-Api-Key': 'k-1', 'x-tier': 'pro' },
@@ -163,6 +163,44 @@ describe('compileExplainer', () => {
       considered: [],
       identity: { authenticated: false, reason: 'no bearer token' },
     });
+  });
+
+  it("refuses what the gateway's HTTP parser refuses, and reads Host and header values as the gateway does", () => {
+    const code = (request: Parameters<typeof explainer.explain>[0]) => explainer.explain(request).error?.code;
+    // methods are case-sensitive on the wire: Node answers `get /search/x` with 400
+    expect(code({ method: 'get', path: '/search/x' })).toBe('METHOD_INVALID');
+    expect(code({ method: 'FOO', path: '/search/x' })).toBe('METHOD_INVALID');
+    // a request line carries ASCII only: raw UTF-8 is refused, its percent-encoded spelling is not
+    const raw = explainer.explain({ method: 'GET', path: '/café/a' });
+    expect(raw.error).toEqual({
+      statusCode: 400,
+      code: 'TARGET_INVALID',
+      message: expect.stringContaining('%C3%A9'),
+    });
+    expect(code({ method: 'GET', path: '/caf%C3%A9/a' })).toBeUndefined();
+    expect(code({ method: 'GET', path: '/a b' })).toBe('TARGET_INVALID');
+    // spaces and tabs around the Host are dropped; a second Host line (among the headers) is refused
+    expect(explainer.explain({ method: 'GET', host: ' \tAPI.example.com.\t', path: '/' }).host).toBe(
+      'api.example.com',
+    );
+    expect(code({ method: 'GET', host: 'a.example', headers: { Host: 'a.example' }, path: '/' })).toBe(
+      'HOST_DUPLICATE',
+    );
+    expect(code({ method: 'GET', host: 'api.example.com..', path: '/' })).toBe('HOST_INVALID');
+    expect(code({ method: 'GET', host: 'a\x01b', path: '/' })).toBe('HEADER_INVALID');
+    // a header value is read byte by byte off the wire, as the gateway keys it
+    const keyed = explainer.explain({
+      method: 'GET',
+      path: '/search/x',
+      headers: { 'x-api-key': ' ключ\t' },
+    });
+    expect(keyed.limits[0]?.clientKey).toBe(`header:${Buffer.from('ключ').toString('latin1')}`);
+    const cookies = explainer.explain({
+      method: 'GET',
+      path: '/search/x',
+      headers: { 'x-tier': ' \tfree ', 'x-api-key': ['a=1', 'b=2'] },
+    });
+    expect(cookies.rule?.name).toBe('search-free');
   });
 
   it(`bounds considered to ${MAX_CONSIDERED} entries, the chosen rule first`, () => {

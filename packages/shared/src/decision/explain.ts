@@ -2,11 +2,15 @@
  * Which rule a request would get, and why (the rules API's `POST /rules/explain`, docs/console.md):
  * a front door of the decision core, like the gateway's proxy hook.
  *
- * The request is read the way a gateway reads it off the wire — the target by `normalizePath`, the
- * Host by `normalizeHost` (an unreadable one is the same 400), header values trimmed of the spaces
- * and tabs Node's parser strips, a repeated header joined as Node joins it — and the chosen rule and
- * each limit's client key come from `DecisionCore.decide(facts, PREVIEW)`, the same call a gateway
- * makes, charging nothing. So explain cannot disagree with a gateway running the same rule set.
+ * The request is read the way a gateway reads it off the wire: first what Node's HTTP parser refuses
+ * (a method it does not know, case-sensitively; a raw space, control or non-ASCII character in the
+ * target; a control character in a header value: request-head.ts), then the target by
+ * `normalizePath`, the Host lines by `requestHostOf` (two Host lines or an unreadable one are the
+ * same 400), header values as the bytes a client sends, trimmed of the spaces and tabs Node's parser
+ * strips, a repeated header joined as Node joins it — and the chosen rule and each limit's client key
+ * come from `DecisionCore.decide(facts, PREVIEW)`, the same call a gateway makes, charging nothing.
+ * So explain cannot disagree with a gateway running the same rule set
+ * (apps/gateway/test/explain-agreement.int.test.ts sends a thousand random requests to both).
  *
  * The reasons for the other rules come from the same matcher, asked about one rule at a time with
  * some of its conditions left out ("probes"): every rule whose path pattern takes the normalised path
@@ -14,8 +18,14 @@
  * failed. Only the words of a reason (which rule outranks which) restate the documented precedence.
  */
 import { GLOBAL_CLIENT_KEY, headerClientKey, ipClientKey } from '../http/client-key.js';
-import { type HostErrorCode, normalizeHost } from '../http/normalize-host.js';
+import { type RequestHost, requestHostOf } from '../http/normalize-host.js';
 import { normalizePath, type PathErrorCode } from '../http/normalize-path.js';
+import {
+  fieldValueAsRead,
+  methodError,
+  type RequestHeadErrorCode,
+  targetError,
+} from '../http/request-head.js';
 import { claimOf, type VerifiedClaims } from '../identity/claims.js';
 import { SecretClientKeys } from '../identity/secret-keys.js';
 import {
@@ -64,8 +74,14 @@ export interface ConsideredRule {
   reason: string;
 }
 
-/** Why a gateway would refuse the request with 400 before any rule: its path, Host or a header value. */
-export type ExplainErrorCode = PathErrorCode | HostErrorCode | 'HEADER_INVALID';
+/**
+ * Why a gateway would refuse the request with 400 before any rule: what Node's HTTP parser refuses
+ * (its method, a raw byte of its target, a header value), its path, or its Host.
+ */
+export type ExplainErrorCode =
+  | RequestHeadErrorCode
+  | PathErrorCode
+  | Exclude<RequestHost, { ok: true }>['code'];
 
 export interface Explanation {
   path: string | null;
@@ -107,11 +123,6 @@ export function clientKeyOf(
   }
   return ipClientKey(clientIp);
 }
-
-/** Spaces and tabs around a field value: Node's parser strips them (RFC 9110 §5.5). */
-const OUTER_WHITESPACE = /^[ \t]+|[ \t]+$/g;
-/** What a field value may not hold: Node's parser refuses the request (400) for any of these. */
-const INVALID_FIELD_VALUE = /[\0-\x08\x0a-\x1f\x7f]/;
 
 /** One rule compiled alone, with only some of its `match` fields: asks the matcher one question. */
 function probe(rule: Rule, match: Rule['match']): CompiledRuleSet {
@@ -272,33 +283,36 @@ export function compileExplainer(
       authenticated: false,
       reason: 'no bearer token',
     };
+    // what Node's parser refuses before a gateway sees a request, in the order it reads the head
+    const head = methodError(request.method) ?? targetError(request.path);
+    if (head !== undefined) return refused(head.code, head.message, null, null, identity);
+    const lines = new Map<string, string[]>();
+    const hostLines = request.host === undefined ? [] : [request.host];
+    for (const [name, value] of Object.entries(request.headers ?? {})) {
+      const key = name.toLowerCase();
+      const values = typeof value === 'string' ? [value] : value;
+      // a Host among the headers is one more Host line
+      if (key === 'host') hostLines.push(...values);
+      else for (const raw of values) lines.set(key, [...(lines.get(key) ?? []), raw]);
+    }
+    if (hostLines.length > 0) lines.set('host', hostLines);
+    for (const [key, values] of lines) {
+      for (let i = 0; i < values.length; i++) {
+        const read = fieldValueAsRead(key, values[i]!);
+        if (typeof read !== 'string') return refused(read.code, read.message, null, null, identity);
+        values[i] = read;
+      }
+    }
+
     const target = normalizePath(request.path);
     if (!target.ok) return refused(target.code, target.message, null, null, identity);
-    const host = normalizeHost(request.host);
+    const host = requestHostOf(hostLines.length, lines.get('host')?.[0], false);
     if (!host.ok) return refused(host.code, host.message, target.path, null, identity);
     const hostName = host.host === '' ? undefined : host.host;
 
-    const lines = new Map<string, string[]>();
-    for (const [name, value] of Object.entries(request.headers ?? {})) {
-      const key = name.toLowerCase();
-      for (const raw of typeof value === 'string' ? [value] : value) {
-        if (INVALID_FIELD_VALUE.test(raw)) {
-          return refused(
-            'HEADER_INVALID',
-            `header ${key} holds a control character: the gateway refuses the request`,
-            target.path,
-            hostName ?? null,
-            identity,
-          );
-        }
-        const list = lines.get(key) ?? [];
-        list.push(raw.replace(OUTER_WHITESPACE, ''));
-        lines.set(key, list);
-      }
-    }
     const clientIp = request.clientIp;
     const facts: RequestFacts & MatchRequest = {
-      method: request.method.toUpperCase(),
+      method: request.method,
       host: hostName,
       path: target.path,
       header: (name) => lines.get(name),

@@ -71,3 +71,37 @@ export function normalizeHost(raw: string | undefined): NormalizedHost {
   if (NUMERIC_LABEL_RE.test(labels[labels.length - 1]!) && !isIPv4(name)) return INVALID;
   return { ok: true, host: name.toLowerCase() };
 }
+
+/** A request's Host as a gateway reads it from its Host field lines: normalised, or why it is refused. */
+export type RequestHost =
+  | NormalizedHost
+  | { ok: false; code: 'HOST_DUPLICATE' | 'HOST_MISSING'; message: string };
+
+const DUPLICATE_HOST: RequestHost = Object.freeze({
+  ok: false,
+  code: 'HOST_DUPLICATE',
+  message: 'a request must carry exactly one Host header (RFC 9112 §3.2)',
+});
+
+const MISSING_HOST: RequestHost = Object.freeze({
+  ok: false,
+  code: 'HOST_MISSING',
+  message: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
+});
+
+/**
+ * The Host of a request with `lines` Host field lines, the first one's value being `value` (as Node
+ * reads it: spaces around it dropped). Two lines are refused: an upstream or a cache in front of us
+ * might read the other one. None is refused on HTTP/1.1 (`requiresHost`); HTTP/1.0 may omit it, and
+ * then names no host. `read` is `normalizeHost` or a remembering wrapper of it.
+ */
+export function requestHostOf(
+  lines: number,
+  value: string | undefined,
+  requiresHost: boolean,
+  read: (value: string | undefined) => NormalizedHost = normalizeHost,
+): RequestHost {
+  if (lines > 1) return DUPLICATE_HOST;
+  if (lines === 0 && requiresHost) return MISSING_HOST;
+  return read(value);
+}

@@ -10,7 +10,8 @@
  *   characters raw or encoded, raw whitespace, broken escapes, and `..` above the root (no clamping).
  * - Spellings that some upstream reads as another path are rejected too, because we cannot know which
  *   reading the upstream will use: `;` path parameters (Tomcat, Spring drop them), an escape that decodes
- *   to another escape (`%252e`: an upstream that decodes twice sees `.`), escapes that are not UTF-8
+ *   to another escape (`%252e`: an upstream that decodes twice sees `.`), a segment starting with `..`
+ *   (@fastify/reply-from refuses `/..` anywhere in a decoded path, after the request was charged), escapes that are not UTF-8
  *   (`%C0%AE`, an overlong `.`), Unicode that NFKC or Windows best-fit turn into `.`, `/` or `\`, and a
  *   segment ending in `.` or space (Windows drops them: `/admin./x` is `/admin/x` on IIS). These checks
  *   look at every segment as sent, including one a later `..` removes.
@@ -24,6 +25,9 @@
  *   itself (even with `insecureHTTPParser`), so this only matters for strings from elsewhere (rule paths,
  *   configuration, tests). `canonicalRulePath` encodes a rule's path the same way.
  * - Repeated `/` collapse before dot segments resolve: `/a//..` is `/a/..` is `/`.
+ * - Rules match the path Unicode-folded (`matchingPath`: NFKC, default-ignorable code points removed,
+ *   normalised again), because upstreams that fold read `/ｓecret` as `/secret`; the path forwarded is
+ *   the unfolded one. A path whose folded form would be refused is refused (PATH_UNSAFE_UNICODE).
  *
  * Speed: one pass. A first scan accepts the common already-normal path without building anything (the
  * output is the input, or its slice up to `?`); at the first irregular segment (`//`, `%`, a segment
@@ -31,6 +35,8 @@
  * rather than restarting. In the full loop, escapes already in their output form (uppercase, not
  * unreserved) stay in the raw run and are copied with it. No regular expressions, no arrays.
  */
+
+import { foldText } from './fold-text.js';
 
 export type PathErrorCode =
   | 'PATH_NOT_ORIGIN_FORM'
@@ -44,7 +50,9 @@ export type PathErrorCode =
   | 'PATH_DOUBLE_ENCODED'
   | 'PATH_CONFUSABLE_CHARACTER'
   | 'PATH_TRAILING_DOT_OR_SPACE'
-  | 'PATH_INVALID_UTF8';
+  | 'PATH_INVALID_UTF8'
+  | 'PATH_UNSAFE_UNICODE'
+  | 'PATH_DOT_DOT_NAME';
 
 export type NormalizedTarget =
   | { ok: true; path: string; query: string }
@@ -88,7 +96,17 @@ const TRAILING_DOT_OR_SPACE = fail(
   'PATH_TRAILING_DOT_OR_SPACE',
   'a path segment ends in "." or an encoded space (%20): Windows servers drop them',
 );
+const DOT_DOT_NAME = fail(
+  'PATH_DOT_DOT_NAME',
+  'a path segment starts with ".." (as in "..x"): the proxy refuses such paths as a step up, and so do some servers',
+);
 const INVALID_UTF8 = fail('PATH_INVALID_UTF8', 'path contains percent-escapes that are not valid UTF-8');
+/** A path whose Unicode-folded form (what rules match) cannot be normalised safely: why, in its words. */
+const unsafeFolding = (folded: PathError): PathError =>
+  fail(
+    'PATH_UNSAFE_UNICODE',
+    `path reads as another path once Unicode is folded (NFKC, zero-width characters removed): ${folded.message}`,
+  );
 
 /**
  * Characters some servers turn into `.`, `/` or `\`: every code point whose NFKC form is made only of
@@ -297,6 +315,10 @@ export function normalizePath(
     const cls = c < 128 ? CHAR_CLASS[c] : NON_ASCII;
     if (cls === PLAIN) continue;
     if (cls === DOT) {
+      if (lastDot === i - 1 && lastDot === segStart) {
+        normal = false; // a segment starting with `..`
+        break;
+      }
       lastDot = i;
     } else if (cls === SLASH) {
       if (i === segStart || lastDot === i - 1) {
@@ -314,7 +336,7 @@ export function normalizePath(
   // The last segment too (an empty one is a trailing slash, which is kept).
   if (lastDot === i - 1) normal = false;
 
-  if (!normal) return normalizeFrom(target, segStart);
+  if (!normal) return normalizeFrom(target, segStart, true);
   return withQuery(target, i === len ? target : target.slice(0, i), i);
 }
 
@@ -335,8 +357,9 @@ function withQuery(target: string, path: string, pathEnd: number): NormalizedTar
  * normal: `out` holds it without its trailing slash ('' for the root). Segments are appended as `/seg`.
  * A function of its own so that the fast scan stays small.
  */
-function normalizeFrom(target: string, segStart: number): NormalizedTarget {
+function normalizeFrom(target: string, segStart: number, checkFolding: boolean): NormalizedTarget {
   const len = target.length;
+  let nonAscii = false; // the output holds a non-ASCII character (as its UTF-8 escapes)
   let out = target.slice(0, segStart - 1);
   let seg = '';
   let hasPercent25 = false; // the segment holds an escaped `%`
@@ -358,6 +381,7 @@ function normalizeFrom(target: string, segStart: number): NormalizedTarget {
         trailing = tail === 0x2e || tail === 0x20;
       }
       if (trailing && seg !== '.' && seg !== '..') return TRAILING_DOT_OR_SPACE;
+      if (seg.length > 2 && seg.charCodeAt(0) === 0x2e && seg.charCodeAt(1) === 0x2e) return DOT_DOT_NAME;
       if (hasPercent25 && hasDoubleEncoding(seg)) return DOUBLE_ENCODED;
       const dotSegment = seg === '' || seg === '.' || seg === '..';
       if (seg === '..') {
@@ -368,7 +392,12 @@ function normalizeFrom(target: string, segStart: number): NormalizedTarget {
       }
       if (cls === QUERY) {
         // The path ends with `/` if its last segment was empty, `.` or `..` (RFC 3986 5.2.4).
-        return withQuery(target, out.length === 0 ? '/' : dotSegment ? out + '/' : out, i);
+        const path = out.length === 0 ? '/' : dotSegment ? out + '/' : out;
+        if (nonAscii && checkFolding) {
+          const folded = fold(path);
+          if (typeof folded !== 'string') return folded;
+        }
+        return withQuery(target, path, i);
       }
       seg = '';
       hasPercent25 = false;
@@ -401,6 +430,7 @@ function normalizeFrom(target: string, segStart: number): NormalizedTarget {
       }
       const codePoint = utf8CodePointAt(target, i, byte);
       if (codePoint < 0) return INVALID_UTF8;
+      nonAscii = true;
       if (codePoint >= CONFUSABLE_MIN && codePoint <= CONFUSABLE_MAX && CONFUSABLE.has(codePoint)) {
         return CONFUSABLE.get(codePoint)!;
       }
@@ -428,6 +458,7 @@ function normalizeFrom(target: string, segStart: number): NormalizedTarget {
       }
       if (chunkStart < i) seg += target.slice(chunkStart, i);
       seg += utf8PercentEncoded(codePoint);
+      nonAscii = true;
       tail = 0;
       i += units - 1;
       chunkStart = i + 1;
@@ -438,6 +469,48 @@ function normalizeFrom(target: string, segStart: number): NormalizedTarget {
     if (cls === HASH) return FRAGMENT;
     return PATH_CONTROL;
   }
+}
+
+/** In a normalised path, a non-ASCII character is an escape of a byte >= 0x80, in uppercase hex. */
+const NON_ASCII_ESCAPE = /%[89A-F]/;
+
+/**
+ * The form rules match a normalised path in (SPEC §4): decoded, Unicode-folded (`foldText`: NFKC,
+ * default-ignorable code points removed), encoded again and normalised again, so `/%EF%BD%93ecret`
+ * (`/ｓecret`) and `/se%E2%80%8Bcret` (a zero-width space) both become `/secret`, and `/x/.%E2%80%8B/a`
+ * becomes `/x/a`. Or why that form cannot be normalised safely (`/％61dmin` folds to `/%61dmin`, an
+ * escape an upstream would decode): `normalizePath` refuses such a path. A path without non-ASCII
+ * characters is returned as it is.
+ */
+function fold(path: string): string | PathError {
+  if (!NON_ASCII_ESCAPE.test(path)) return path;
+  // the gateway folds a path twice in a row (normalising it, then matching it): the second is free
+  if (path === lastFolded) return lastFold;
+  // normalizePath let only well-formed escapes and UTF-8 through: this cannot throw
+  const decoded = decodeURIComponent(path);
+  const folded = foldText(decoded);
+  let result: string | PathError = path;
+  if (folded !== decoded) {
+    const again = normalizeFrom(canonicalRulePath(folded), 1, false);
+    result = again.ok ? again.path : unsafeFolding(again);
+  }
+  lastFolded = path;
+  lastFold = result;
+  return result;
+}
+/** The last path `fold` worked on, and its result. */
+let lastFolded = '';
+let lastFold: string | PathError = '';
+
+/**
+ * The path rules match for a path `normalizePath` returned: its Unicode-folded form (see `fold`). The
+ * compiled matcher calls it on every request path and rule path; the path forwarded upstream stays
+ * the normalised one.
+ */
+export function matchingPath(path: string): string {
+  if (path.indexOf('%') === -1) return path;
+  const folded = fold(path);
+  return typeof folded === 'string' ? folded : path;
 }
 
 /** ASCII characters a rule path keeps as they are: unreserved, sub-delims, `:`, `@` and the `/` separator. */

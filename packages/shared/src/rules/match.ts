@@ -21,6 +21,8 @@
  * Host, lowercased and without its `:port` and one trailing dot, must equal the rule's host.
  * Path: the matcher receives a normalised path in canonical form (`canonicalRulePath` in
  * http/normalize-path.ts); rule paths are compiled to that form, so `/ü` in a rule matches `/%C3%BC`.
+ * Both are compared Unicode-folded (`matchingPath`: NFKC without zero-width characters), so a
+ * `/secret/**` rule takes `/ｓecret/x` and `/se%E2%80%8Bcret/x`.
  * Escaped sub-delims, `:` and `@` (`%3A`, `%21`, …) match like the raw character, because upstreams
  * decode them: `/v1/items%3Abatch` is `/v1/items:batch` to them, and so to the rules. A single trailing slash is ignored on
  * both the pattern and the request, so `/a/` ≡ `/a`. Literal segments are case-sensitive unless the
@@ -44,7 +46,7 @@
  * What a matched rule carries (its limits, policy header, charge and refund) is compile-rule.ts's.
  */
 
-import { canonicalRulePath } from '../http/normalize-path.js';
+import { canonicalRulePath, matchingPath } from '../http/normalize-path.js';
 import { pathSegments } from '../http/path-segments.js';
 import { type ClaimValue, claimMatches, claimOf, type VerifiedClaims } from '../identity/claims.js';
 import { type CompiledRule, compileRule } from './compile-rule.js';
@@ -336,7 +338,7 @@ function trieEntryOf(compiled: CompiledRule): TrieEntry {
     compiled,
   });
   const caseInsensitive = match.caseInsensitive === true;
-  let segments = pathSegments(canonicalRulePath(match.path));
+  let segments = pathSegments(matchingPath(canonicalRulePath(match.path)));
   if (caseInsensitive) segments = segments.map(asciiLowerCase);
   return { entry, segments, caseInsensitive };
 }
@@ -392,7 +394,8 @@ export function compileRules(rules: readonly Rule[]): CompiledRuleSet {
   folded.sort();
 
   function match(req: MatchRequest): CompiledRule | undefined {
-    const path = req.path.indexOf('%') === -1 ? req.path : decodeSubDelims(req.path);
+    // rules see the path Unicode-folded (SPEC §4): `/ｓecret` is limited as `/secret`
+    const path = req.path.indexOf('%') === -1 ? req.path : decodeSubDelims(matchingPath(req.path));
     const segments = pathSegments(path);
     const lookup = new Lookup(req, METHOD_BIT.get(req.method) ?? OTHER_METHOD_BIT);
     let best = exact.search(segments, lookup, undefined);

@@ -233,8 +233,32 @@ async function deleteRule(rule) {
 
 // ---------------------------------------------------------------- editor
 
-/** What the editor works on: null for a new rule, else the id and the version the text came from. */
+/**
+ * What the editor works on: null for a new rule, else the id, the version the text came from and that
+ * version's fields (`original`, to see what an edit changes).
+ */
 let editing = null;
+
+/** A rule's limits as [name, algorithm]: a format-1 rule is one token bucket named "". */
+function limitAlgorithms(rule) {
+  if (rule?.limit !== undefined) return [['', 'token-bucket']];
+  return (Array.isArray(rule?.limits) ? rule.limits : []).map((l) => [l.name, l.algorithm ?? 'token-bucket']);
+}
+
+/**
+ * What saving `after` over `before` does that its fields do not show, in the words of
+ * `rules apply --dry-run` (the shared algorithmChanges): a limit keeping its name under another
+ * algorithm starts its counters afresh.
+ */
+function algorithmChangeNotices(before, after) {
+  const old = new Map(limitAlgorithms(before));
+  return limitAlgorithms(after)
+    .filter(([name, to]) => old.has(name) && old.get(name) !== to)
+    .map(
+      ([name, to]) =>
+        `limit \`${name}\` changes algorithm: its counters start afresh (${old.get(name)} → ${to})`,
+    );
+}
 
 function writable(rule) {
   const copy = { ...rule };
@@ -294,7 +318,7 @@ function openNewRule() {
 async function openEditor(id) {
   try {
     const rule = await api('GET', `/rules/${id}`);
-    editing = { id: rule.id, version: rule.version, name: rule.name };
+    editing = { id: rule.id, version: rule.version, name: rule.name, original: writable(rule) };
     showEditor(
       `Edit ${rule.name}`,
       JSON.stringify(writable(rule), null, 2),
@@ -331,10 +355,16 @@ async function saveRule(event) {
   event.preventDefault();
   clearEditorErrors();
   const text = $('rule-json').value;
+  let wanted;
   try {
-    JSON.parse(text);
+    wanted = JSON.parse(text);
   } catch (error) {
     fieldError(`Not JSON: ${error.message}`);
+    return;
+  }
+  const notices = editing === null ? [] : algorithmChangeNotices(editing.original, wanted);
+  if (notices.length > 0 && !window.confirm(`${notices.join('\n')}\n\nSave anyway?`)) {
+    fieldError(`Not saved: ${notices.join('; ')}.`);
     return;
   }
   try {
@@ -343,7 +373,7 @@ async function saveRule(event) {
         ? await api('POST', '/rules', { body: text })
         : await api('PUT', `/rules/${editing.id}`, { body: text, ifMatch: editing.version });
     say(`Saved ${saved.name} (version ${saved.version}).`);
-    editing = { id: saved.id, version: saved.version, name: saved.name };
+    editing = { id: saved.id, version: saved.version, name: saved.name, original: writable(saved) };
     $('editor').hidden = true;
     await loadRules();
     $('rules-title').scrollIntoView();
@@ -356,7 +386,7 @@ async function saveRule(event) {
 async function reloadFromConflict() {
   const text = $('conflict-current').textContent;
   const version = Number($('conflict').dataset.version);
-  editing = { ...editing, version };
+  editing = { ...editing, version, original: JSON.parse(text) };
   $('rule-json').value = text;
   $('rule-hint').textContent = `Editing version ${version}; saving sends If-Match: "${version}".`;
   showLifecycle();
