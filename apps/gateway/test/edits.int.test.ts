@@ -82,7 +82,7 @@ describe('edits of a limit in use', () => {
       expect(retryAfter).toBeGreaterThan(0);
       expect(retryAfter).toBeLessThanOrEqual(2 * 3_600); // at most two windows; it was 105,945,403,925
     }
-    const keys = (await admin.keys(`${prefix}*alice*`)).filter((key) => key.endsWith(":w"));
+    const keys = (await admin.keys(`${prefix}*alice*`)).filter((key) => key.endsWith(':w'));
     expect(keys).toHaveLength(1);
     const pttl = await admin.pttl(keys[0]!);
     expect(pttl).toBeGreaterThan(0);

@@ -16,6 +16,7 @@
  *   over; a refund for the gateway's own 502/504) in the same call.
  * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
  */
+import { algorithmOf } from '../limiter/algorithms/index.js';
 import type { LimitCheck, Settlement } from '../limiter/limits.js';
 import type { CompiledCharge } from '../rules/match.js';
 import type { DecidedBy } from './store-policy.js';
@@ -26,6 +27,8 @@ export interface ExchangeRule {
   readonly hasSlots: boolean;
   readonly charge: CompiledCharge | undefined;
   readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** `refund.max`; undefined: each limit's default (its capacity or max) */
+  readonly refundMax: number | undefined;
 }
 
 export type SettlementKind = 'refund' | 'charge' | 'release' | 'renew';
@@ -165,14 +168,22 @@ export class Exchange {
     if (settlements.length > 0) this.sink.settle(this, kind, settlements);
   }
 
-  /** Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing). */
+  /**
+   * Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing, bounded per
+   * period by `refund.max`: SPEC §5).
+   */
   #costSettlements(cost: number | 'refund'): Settlement[] {
     const settlements: Settlement[] = [];
     for (const check of this.checks) {
       if (check.leaseId !== undefined) continue; // a slot has no cost to settle
       const delta = cost === 'refund' ? -check.cost : cost - check.cost;
       if (delta === 0) continue;
-      settlements.push({ key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs });
+      const settlement = { key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs };
+      if (cost !== 'refund') settlements.push(settlement);
+      else {
+        const refundMax = this.rule.refundMax ?? algorithmOf(check.spec).defaultRefundMax(check.spec);
+        settlements.push({ ...settlement, refundMax });
+      }
     }
     return settlements;
   }

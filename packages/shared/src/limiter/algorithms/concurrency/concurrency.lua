@@ -14,7 +14,7 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
 
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs). Level = slots held
 after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
-settle (ARGV after the 3 values: delta, admittedAtMs, both ignored): ZREM leaseId.
+settle (ARGV after the 3 values: delta, admittedAtMs, refundMax, all ignored): ZREM leaseId.
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
 now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be another request's now).
 Level = slots held, resetMs 0, as for settle.
