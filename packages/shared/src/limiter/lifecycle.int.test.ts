@@ -280,7 +280,7 @@ describe('request lifecycles: admission, charge, refund, release, loss', () => {
     expect(totals.operations).toBeGreaterThanOrEqual(10_000);
   }, 300_000);
 
-  it('refund.max: a bucket of 5 (1 per hour) whose every request is refunded admits 10 in the hour, then 1 more per 12 minutes (both stores)', async () => {
+  it('refund.max: a bucket of 5 (1 per hour) whose every request is refunded admits 10 in the hour, then 6 the next hour (both stores)', async () => {
     const spec: TokenBucketSpec = {
       algorithm: 'token-bucket',
       capacity: 5,
