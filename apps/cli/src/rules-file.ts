@@ -168,7 +168,7 @@ export function toFileEntry(rule: Rule | RuleFields): RuleInput {
   }
   if (!('unlimited' in rule)) {
     if (rule.charge !== undefined) entry.charge = { ...rule.charge };
-    if (rule.refund !== undefined) entry.refund = { statuses: [...rule.refund.statuses] };
+    if (rule.refund !== undefined) entry.refund = { ...rule.refund, statuses: [...rule.refund.statuses] };
     if (rule.mode !== undefined && rule.mode !== 'exact') entry.mode = rule.mode;
   }
   if (!rule.enabled) entry.enabled = false;

@@ -20,6 +20,7 @@
  *   and giving that back would let a client keep a slow endpoint busy without limit) in the same call.
  * Only rules with a concurrency limit, `charge` or `refund` get an exchange: others cost nothing here.
  */
+import { algorithmOf } from '../limiter/algorithms/index.js';
 import type { LimitCheck, Settlement } from '../limiter/limits.js';
 import type { CompiledCharge } from '../rules/match.js';
 import type { DecidedBy } from './store-policy.js';
@@ -30,6 +31,8 @@ export interface ExchangeRule {
   readonly hasSlots: boolean;
   readonly charge: CompiledCharge | undefined;
   readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** `refund.max`; undefined: each limit's default (its capacity or max) */
+  readonly refundMax: number | undefined;
 }
 
 export type SettlementKind = 'refund' | 'charge' | 'release' | 'renew';
@@ -193,8 +196,9 @@ export class Exchange {
   }
 
   /**
-   * Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing); with
-   * `atLeastAdmitted`, a cost below what a limit was admitted on leaves that admission standing.
+   * Each token bucket and sliding window settled to `cost` (or, for a refund, to nothing, bounded per
+   * period by `refund.max`: SPEC §5); with `atLeastAdmitted`, a cost below what a limit was admitted on
+   * leaves that admission standing.
    */
   #costSettlements(cost: number | 'refund', atLeastAdmitted = false): Settlement[] {
     const settlements: Settlement[] = [];
@@ -202,7 +206,12 @@ export class Exchange {
       if (check.leaseId !== undefined) continue; // a slot has no cost to settle
       const delta = cost === 'refund' ? -check.cost : cost - check.cost;
       if (delta === 0 || (atLeastAdmitted && delta < 0)) continue;
-      settlements.push({ key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs });
+      const settlement = { key: check.key, spec: check.spec, delta, admittedAtMs: this.admittedAtStoreMs };
+      if (cost !== 'refund') settlements.push(settlement);
+      else {
+        const refundMax = this.rule.refundMax ?? algorithmOf(check.spec).defaultRefundMax(check.spec);
+        settlements.push({ ...settlement, refundMax });
+      }
     }
     return settlements;
   }

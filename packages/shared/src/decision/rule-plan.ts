@@ -89,6 +89,8 @@ export interface RulePlan {
   readonly headerItems: readonly string[];
   readonly charge: CompiledCharge | undefined;
   readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** `refund.max`, undefined: each limit's default (exchange.ts) */
+  readonly refundMax: number | undefined;
   /** has a concurrency limit (its denials are never cached: a slot may come back any moment) */
   readonly hasSlots: boolean;
   /** an admitted request has an exchange to settle (slots, charge or refund) */
@@ -141,6 +143,7 @@ export function planRule(compiled: CompiledRule, options: PlanOptions): RulePlan
     headerItems: Object.freeze(limits.map((limit) => limit.headerItem)),
     charge: compiled.charge,
     refundStatuses: compiled.refundStatuses,
+    refundMax: compiled.refundMax,
     hasSlots,
     settles: hasSlots || compiled.charge !== undefined || compiled.refundStatuses !== undefined,
     leaseRequests: compiled.mode === 'lease' ? leaseRequestsOf(limits) : 0,

@@ -193,7 +193,12 @@ export class GuardedStore {
       const shared =
         gateways === 1 || this.#local === this.#primary
           ? settlements
-          : settlements.map((s) => ({ ...s, spec: this.#shareSpec(s.spec, gateways) }));
+          : settlements.map((s) => ({
+              ...s,
+              spec: this.#shareSpec(s.spec, gateways),
+              // refund.max is shared out like the limit it bounds
+              ...(s.refundMax !== undefined && { refundMax: s.refundMax / gateways }),
+            }));
       return this.#local!.settle(shared);
     }
     this.#metrics.storeCall('settle');

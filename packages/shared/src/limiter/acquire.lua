@@ -18,7 +18,9 @@ ARGV[5..] "acquire", per check k, in order: algorithm name, cost (> 0), then the
           values (documented at the top of its snippet).
           "settle", per settlement k, in order: algorithm name, its `arity` values, delta (the real
           cost minus the admitted one: > 0 charged on top, < 0 given back; 0 for concurrency),
-          admittedAtMs (the acquire's clock, its last reply value)
+          admittedAtMs (the acquire's clock, its last reply value), refundMax ('' unless the
+          settlement is a refund: then the most refunds give back to this key per its period, see
+          grantRefund)
           "renew", exactly as "settle"; only algorithms with a `renew` (concurrency) take it
 Numbers arrive as decimal strings that round-trip exactly (JavaScript `String(x)`).
 
@@ -133,6 +135,38 @@ local function store(key, value, ttlMs)
   end
 end
 
+--[[
+Refunds are bounded (SPEC §5, refund.max): what refunds give back to one key is counted under
+"<key>|refunds" (same hash slot: the suffix is outside the hash tag; a limit name cannot hold '|') as a
+level that drains at refundMax per periodMs (the limit's refill period or window). A refund of `amount`
+gives back only what keeps that level within refundMax; past it, the request keeps its cost. The
+string "<level> <updatedAtMs>" lives until the level has drained. Twin: algorithms/refund-ledger.ts.
+Called by an algorithm's settle, only for a state it owns (a dropped settlement uses up nothing).
+Returns what is given back.
+]]
+local function grantRefund(key, amount, refundMax, periodMs)
+  local ledgerKey = key .. '|refunds'
+  local level = 0
+  local updatedAtMs = nowMs
+  local stored = redis.call('GET', ledgerKey)
+  local sep = stored and string.find(stored, ' ', 1, true)
+  if sep then
+    local was = tonumber(string.sub(stored, 1, sep - 1))
+    local at = tonumber(string.sub(stored, sep + 1))
+    if was and at then
+      local elapsedMs = nowMs - at
+      if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards drains nothing
+      level = math.max(0, was - elapsedMs * refundMax / periodMs)
+      updatedAtMs = math.max(nowMs, at)
+    end
+  end
+  local granted = math.min(amount, refundMax - level)
+  if not (granted > 0) then return 0 end
+  level = level + granted
+  store(ledgerKey, fmt(level) .. ' ' .. fmt(updatedAtMs), math.ceil(level * periodMs / refundMax))
+  return granted
+end
+
 -- the state an algorithm decides on: its own key, or the string under it
 local function stateOf(algorithm, key)
   if algorithm.ownsKey then return key end
@@ -158,9 +192,20 @@ local function settleRequest(keyBase, n, i, last, renewing)
         and admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
       return fail('bad delta or admittedAtMs of settlement ' .. k)
     end
-    i = i + 2
+    local refundMax = nil
+    if ARGV[i + 2] ~= '' then
+      refundMax = tonumber(ARGV[i + 2])
+      if not (refundMax and refundMax > 0 and refundMax < math.huge) then
+        return fail('bad refundMax of settlement ' .. k)
+      end
+    end
+    i = i + 3
     local key = KEYS[keyBase + k]
-    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs)
+    local refund = nil
+    if refundMax and delta < 0 then
+      refund = function(amount, periodMs) return grantRefund(key, amount, refundMax, periodMs) end
+    end
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs, refund)
     if level == nil then
       -- dropped: the state was written under another version of the limit (state-tag.ts)
       reply[#reply + 1] = '0'

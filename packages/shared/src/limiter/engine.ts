@@ -5,6 +5,7 @@
  */
 import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
+import { refundGrant } from './algorithms/refund-ledger.js';
 import { remainingOf } from './headers.js';
 import {
   DROPPED_SETTLEMENT,
@@ -75,6 +76,10 @@ export function assertSettlements(settlements: readonly Settlement[]): void {
     if (!Number.isFinite(settlement.delta) || !Number.isFinite(settlement.admittedAtMs)) {
       throw new LimitArgumentError('a settlement needs a finite delta and admittedAtMs');
     }
+    const { refundMax } = settlement;
+    if (refundMax !== undefined && !(refundMax > 0 && refundMax < Number.POSITIVE_INFINITY)) {
+      throw new LimitArgumentError(`refundMax must be > 0, got ${refundMax}`);
+    }
     if (algorithm.slots !== undefined && !settlement.leaseId) {
       throw new LimitArgumentError(`a ${settlement.spec.algorithm} settlement needs a leaseId`);
     }
@@ -102,7 +107,11 @@ export function settleFrom(
   assertSettlements(settlements);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   return settlements.map((settlement) => {
-    const settled = algorithmOf(settlement.spec).settle(table.get(settlement.key), settlement, nowMs);
+    const refund =
+      settlement.refundMax !== undefined && settlement.delta < 0
+        ? refundGrant(table, settlement.key, settlement.refundMax, nowMs)
+        : undefined;
+    const settled = algorithmOf(settlement.spec).settle(table.get(settlement.key), settlement, nowMs, refund);
     if (settled.dropped) return DROPPED_SETTLEMENT;
     table.set(settlement.key, settled.state, settled.ttlMs);
     return settledOf(settlement.spec, settled.level, settled.resetMs);

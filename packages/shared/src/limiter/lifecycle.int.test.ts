@@ -56,6 +56,7 @@ interface Lifecycle {
   window: SlidingWindowSpec;
   slots: ConcurrencySpec;
   startMs: number;
+  refundMax: number;
   steps: Step[];
 }
 
@@ -69,6 +70,8 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
       leaseMs: fc.oneof(fc.constantFrom(1, 1_000, 35_000), fc.integer({ min: 1, max: 100_000 })),
     }),
     startMs: fc.integer({ min: 1_600_000_000_000, max: 2_000_000_000_000 }),
+    // the rule's refund.max (0: each limit's default, its capacity or max)
+    refundMax: fc.oneof(fc.constant(0), fc.double({ min: 0.01, max: 1e3, noNaN: true })),
   })
   .chain((limits) =>
     fc.record({
@@ -89,6 +92,11 @@ const lifecycleArb: fc.Arbitrary<Lifecycle> = fc
       ),
     }),
   ) as fc.Arbitrary<Lifecycle>;
+
+/** refund.max's default: the limit's capacity or max. */
+function scaleOfRefund(spec: TokenBucketSpec | SlidingWindowSpec): number {
+  return spec.algorithm === 'token-bucket' ? spec.capacity : spec.max;
+}
 
 /** A store a lifecycle is replayed on, and its simulated clock. */
 interface Simulated {
@@ -177,8 +185,25 @@ function playReference(life: Lifecycle, run: string) {
     if (step.ending !== 'release') {
       const delta = step.ending === 'refund' ? -cost : Math.min(cost * step.actualFactor, chargeMax) - cost;
       if (delta !== 0) {
-        settlements.push({ key: keys.bucket, spec: life.bucket, delta, admittedAtMs });
-        settlements.push({ key: keys.window, spec: life.window, delta, admittedAtMs });
+        // a refund is bounded by refund.max per period (SPEC §5)
+        const refundMax = (spec: TokenBucketSpec | SlidingWindowSpec) =>
+          step.ending !== 'refund'
+            ? {}
+            : { refundMax: life.refundMax > 0 ? life.refundMax : scaleOfRefund(spec) };
+        settlements.push({
+          key: keys.bucket,
+          spec: life.bucket,
+          delta,
+          admittedAtMs,
+          ...refundMax(life.bucket),
+        });
+        settlements.push({
+          key: keys.window,
+          spec: life.window,
+          delta,
+          admittedAtMs,
+          ...refundMax(life.window),
+        });
         if (delta < 0) givenBack -= delta;
         else extra += delta;
       }
@@ -254,6 +279,50 @@ describe('request lifecycles: admission, charge, refund, release, loss', () => {
     console.log(`lifecycle property: ${JSON.stringify(totals)}`);
     expect(totals.operations).toBeGreaterThanOrEqual(10_000);
   }, 300_000);
+
+  it('refund.max: a bucket of 5 (1 per hour) whose every request is refunded admits 10 in the hour, then 6 the next hour (both stores)', async () => {
+    const spec: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 5,
+      refill: 1,
+      periodMs: 3_600_000,
+      maxDebt: 0,
+    };
+    const memoryClock = new SimulatedClock();
+    const stores: Simulated[] = [
+      { store: new MemoryStore({ sweepIntervalMs: 0, now: memoryClock.now }), clock: memoryClock },
+      redis.simulated(),
+    ];
+    const run = `refund-max-${Math.random().toString(36).slice(2)}`;
+    const key = limitKey('', run, 'calls', 'c');
+    for (const { store, clock } of stores) {
+      const startMs = 1_700_000_000_000;
+      let admitted = 0;
+      // 40 requests over a minute, each answered with a refundable status
+      for (let i = 0; i < 40; i++) {
+        const atMs = startMs + i * 1_500;
+        const decision = await clock.at(atMs, () => store.acquire([{ key, spec, cost: 1 }]));
+        if (!decision.allowed) continue;
+        admitted++;
+        const refund = { key, spec, delta: -1, admittedAtMs: decision.atMs!, refundMax: 5 };
+        await clock.at(atMs + 100, () => store.settle([refund]));
+      }
+      expect(admitted).toBe(10); // capacity 5, plus refund.max 5: not 40
+      // an hour later the refund level has drained and one token has come back: 5 refunds and 1 token
+      const later = startMs + 3_600_000 + 60_000;
+      admitted = 0;
+      for (let i = 0; i < 40; i++) {
+        const atMs = later + i * 1_500;
+        const decision = await clock.at(atMs, () => store.acquire([{ key, spec, cost: 1 }]));
+        if (!decision.allowed) continue;
+        admitted++;
+        const refund = { key, spec, delta: -1, admittedAtMs: decision.atMs!, refundMax: 5 };
+        await clock.at(atMs + 100, () => store.settle([refund]));
+      }
+      expect(admitted).toBe(6);
+    }
+    await stores[0]!.store.close();
+  });
 
   it('a renewed slot outlives its first expiry; one renewed too late is not taken again (both stores)', async () => {
     const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 1, leaseMs: 1_000 };

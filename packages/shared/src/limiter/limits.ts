@@ -50,6 +50,13 @@ export interface Settlement {
   /** concurrency: the slot to give back (the admission's `leaseId`) */
   readonly leaseId?: string;
   /**
+   * Present on a refund (the upstream answered a refundable status): what refunds may give back to
+   * this limit and client per period (refill period or window), `refund.max` (SPEC §5). A refund past
+   * it gives back only what is left, possibly nothing. Absent: not bounded (a charge's give-back, a
+   * lease's unused tokens).
+   */
+  readonly refundMax?: number;
+  /**
    * concurrency only: keep the slot instead of giving it back, its expiry set to `leaseMs` from now
    * (the exchange is still running: a long response, a WebSocket). A slot that expired already is not
    * taken again. A store call renews or settles, never both.

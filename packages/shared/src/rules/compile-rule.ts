@@ -75,6 +75,8 @@ export interface CompiledRule {
   readonly charge: CompiledCharge | undefined;
   /** `refund.statuses` as status codes: an answer with one gives the whole cost back */
   readonly refundStatuses: ReadonlySet<number> | undefined;
+  /** `refund.max`: what refunds give back per limit and client per period; undefined: each limit's default */
+  readonly refundMax: number | undefined;
   /** `mode`: "lease" lets a gateway take token-bucket tokens in advance (default "exact") */
   readonly mode: 'exact' | 'lease';
   readonly specificity: PathSpecificity;
@@ -176,6 +178,7 @@ export function compileRule(rule: Rule, index: number): CompiledRule {
     policyHeader: limits.map((l) => l.policyItem).join(', '),
     charge: compileCharge(rule, limits),
     refundStatuses: compileRefund(rule),
+    refundMax: 'refund' in rule ? rule.refund?.max : undefined,
     mode: 'mode' in rule && rule.mode === 'lease' ? 'lease' : 'exact',
     specificity: Object.freeze(pathSpecificity(rule.match.path)),
     conditions: ruleConditions(rule.match),

@@ -56,7 +56,11 @@ function limitWithDefaults(input: RuleLimitInput): RuleLimit {
 function lifecycleWithDefaults(input: RuleInput): Pick<RuleFieldsV2, 'charge' | 'refund' | 'mode'> {
   const out: Pick<RuleFieldsV2, 'charge' | 'refund' | 'mode'> = {};
   if (input.charge !== undefined) out.charge = { ...input.charge };
-  if (input.refund !== undefined) out.refund = { statuses: [...input.refund.statuses] };
+  if (input.refund !== undefined) {
+    out.refund = { statuses: [...input.refund.statuses] };
+    // no default written: it is each limit's own (its capacity or max)
+    if (input.refund.max !== undefined) out.refund.max = input.refund.max;
+  }
   if (input.mode !== undefined) out.mode = input.mode;
   return out;
 }

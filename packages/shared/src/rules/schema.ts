@@ -173,6 +173,11 @@ export const RefundSchema = Type.Object(
       }),
       { minItems: 1, maxItems: 64, uniqueItems: true },
     ),
+    max: Type.Optional(
+      Tokens(
+        "most refunds give back per limit and client per period (or window); default the limit's capacity or max",
+      ),
+    ),
   },
   { additionalProperties: false, description: "refunds of a request's whole cost by upstream status" },
 );

@@ -16,6 +16,7 @@
 import type { Static, TObject, TSchema } from 'typebox';
 import type { Client, RuleFieldError } from '../../rules/fields.js';
 import type { LimitOutcome, Settlement } from '../limits.js';
+import type { GrantRefund } from './refund-ledger.js';
 import type { Dropped } from './state-tag.js';
 
 /** What every spec carries: the name of the plug-in that decides it. */
@@ -83,8 +84,15 @@ export interface AlgorithmModel<Spec extends SpecBase, State> {
   /**
    * The end of an exchange on this limit (see `Settlement`): the next state and what it shows, or
    * `DROPPED` when the stored state was written under another version of the limit (state-tag.ts).
+   * `refund`, for a refund (`settlement.refundMax`): what of the give-back refund.max allows, asked
+   * only once the settlement is known to apply (refund-ledger.ts).
    */
-  settle(state: unknown, settlement: Settlement & { readonly spec: Spec }, nowMs: number): Settled<State>;
+  settle(
+    state: unknown,
+    settlement: Settlement & { readonly spec: Spec },
+    nowMs: number,
+    refund?: GrantRefund,
+  ): Settled<State>;
 }
 
 /** How `GET /usage` reads a state from Redis without running the script (peek-redis.ts). */
@@ -219,6 +227,11 @@ export interface Algorithm<
   fairShare(spec: Spec, gateways: number): Spec;
   /** Most one request may cost when a rule charges at the response (0: it takes no cost). */
   chargeCeiling(spec: Spec): number;
+  /**
+   * What refunds give back to one client per period at most when the rule's `refund.max` is not
+   * written (SPEC §5: the limit's capacity or max; 0: it takes no cost, nothing to refund).
+   */
+  defaultRefundMax(spec: Spec): number;
 
   /**
    * Present when its admissions are slots held for the whole exchange (concurrency): each request

@@ -47,6 +47,7 @@ const MEMBERS = {
   leaseWaitMs: 'function',
   fairShare: 'function',
   chargeCeiling: 'function',
+  defaultRefundMax: 'function',
   rule: 'object',
 } as const;
 const REDIS_STATE = { command: 'function', parse: 'function' } as const;

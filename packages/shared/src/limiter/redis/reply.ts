@@ -39,7 +39,12 @@ export function settledOfReply(reply: unknown, settlements: readonly Settlement[
 function outcomesOf(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
   const outcomes: LimitOutcome[] = new Array(checks.length);
   for (let i = 0; i < checks.length; i++) {
-    const [allowed, levelText, retryAfterMs, resetMs] = reply.slice(4 * i, 4 * i + 4);
+    // read in place: no slice per check (a reply is parsed once per decision)
+    const at = 4 * i;
+    const allowed = reply[at];
+    const levelText = reply[at + 1];
+    const retryAfterMs = reply[at + 2];
+    const resetMs = reply[at + 3];
     const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
     if (
       !(allowed === 0 || allowed === 1) ||

@@ -92,6 +92,7 @@ export function settleKeysAndArgs(settlements: readonly Settlement[], keyPrefix:
       ...scriptArgumentsOf(settlement.spec, settlement.leaseId),
       String(settlement.delta),
       String(settlement.admittedAtMs),
+      settlement.refundMax === undefined ? '' : String(settlement.refundMax),
     );
   }
   return keysAndArgs;

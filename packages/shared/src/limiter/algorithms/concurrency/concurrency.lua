@@ -1,8 +1,13 @@
 --[[
 Concurrency ("algorithm": "concurrency"): the twin of model.ts. At most `max` slots held at once; a
 slot is a lease, a member of a sorted set scored by its expiry (store clock, ms), so that a gateway
-that dies mid-request leaks its slots no longer than their expiry. Expired members are purged on every
-touch (ZREMRANGEBYSCORE), and the key itself expires with its last lease.
+that dies mid-request leaks its slots no longer than their expiry. Live slots are counted with ZCOUNT
+(expiry after now), so expired members need no purge to stop counting; they are purged on a denial
+(the only time the set is full) and vanish with the key, which expires with its last lease.
+
+Lean by design (issue 16): a take is ZCOUNT, ZADD, PEXPIRE (GT: never shortened by a gateway with a
+shorter lease); a give-back is one ZREM. No TYPE check: the key's name (`<limit>:slots`) says it holds
+a sorted set (anything else there is a WRONGTYPE error, a STORE_ERROR, never a silent reset).
 
 A snippet of acquire.lua that owns its key (`ownsKey`): it reads and writes its sorted set itself
 instead of the script's GET/SET of a string state.
@@ -14,31 +19,32 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
 
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs). Level = slots held
 after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
-settle (ARGV after the 3 values: delta, admittedAtMs, both ignored): ZREM leaseId.
+settle (ARGV after the 3 values: delta, admittedAtMs, refundMax, all ignored): ZREM leaseId. Level 0:
+a give-back does not count what is left (it would cost a command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
 now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be another request's now).
-Level = slots held, resetMs 0, as for settle.
-A key holding anything but a sorted set (another algorithm's state) counts as no slot held.
+Level = live slots held, resetMs 0.
 ]]
 ALGORITHMS['concurrency'] = (function()
-  -- the number of live leases, after purging the expired ones
+  -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
+  local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
+
+  -- live leases: expiry after now
   local function live(key, nowMs)
-    local kind = redis.call('TYPE', key)['ok']
-    if kind == 'none' then return 0 end
-    if kind ~= 'zset' then
-      redis.call('DEL', key)
-      return 0
-    end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
-    return redis.call('ZCARD', key)
+    return redis.call('ZCOUNT', key, '(' .. fmt(nowMs), '+inf')
   end
 
-  -- the key lives as long as its last lease (at least minTtlMs: tests walking a simulated clock)
-  local function expireWithLastLease(key, nowMs, minTtlMs)
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if #last == 0 then return end
-    local ttlMs = math.max(tonumber(last[2]) - nowMs, minTtlMs)
-    redis.call('PEXPIRE', key, string.format('%.0f', math.ceil(ttlMs)))
+  -- the key lives as long as its last lease (at least minTtlMs: tests walking a simulated clock);
+  -- `fresh`: no live lease before this one, so nothing lives longer than it
+  local function expireWithLease(key, leaseMs, minTtlMs, fresh)
+    local px = string.format('%.0f', math.ceil(math.max(leaseMs, minTtlMs)))
+    if fresh then
+      redis.call('PEXPIRE', key, px)
+    elseif hasExpireGt then
+      redis.call('PEXPIRE', key, px, 'GT')
+    elseif redis.call('PTTL', key) < tonumber(px) then
+      redis.call('PEXPIRE', key, px)
+    end
   end
 
   return {
@@ -64,36 +70,33 @@ ALGORITHMS['concurrency'] = (function()
         -- nothing charged: allowed, level, retryAfterMs, resetMs
         hold = function()
           if allowed then return allowed, held, 0, 0 end
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs)) -- full: drop the expired leases
           return allowed, held, 1000, 0
         end,
 
         -- charged (written here): level, resetMs
         charge = function(minTtlMs)
-          redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
-          expireWithLastLease(key, nowMs, minTtlMs)
-          return redis.call('ZCARD', key), 0
+          local added = redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
+          expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
+          return held + added, 0
         end,
       }
     end,
 
-    -- given back (written here): level, resetMs
-    settle = function(s, _delta, _admittedAtMs, key, nowMs)
-      local held = live(key, nowMs)
-      if held > 0 then
-        redis.call('ZREM', key, s.leaseId)
-        held = redis.call('ZCARD', key)
-      end
-      return held, 0
+    -- given back (written here): level (not counted: 0), resetMs
+    settle = function(s, _delta, _admittedAtMs, key)
+      redis.call('ZREM', key, s.leaseId)
+      return 0, 0
     end,
 
     -- kept for another leaseMs (written here): level, resetMs
     renew = function(s, _delta, _admittedAtMs, key, nowMs, minTtlMs)
-      local held = live(key, nowMs)
-      if held > 0 then
+      local expiresAt = redis.call('ZSCORE', key, s.leaseId)
+      if expiresAt and tonumber(expiresAt) > nowMs then
         redis.call('ZADD', key, 'XX', fmt(nowMs + s.leaseMs), s.leaseId)
-        expireWithLastLease(key, nowMs, minTtlMs)
+        expireWithLease(key, s.leaseMs, minTtlMs, false)
       end
-      return held, 0
+      return live(key, nowMs), 0
     end,
   }
 end)()

@@ -70,6 +70,7 @@ export const concurrency: Algorithm<
   // slots are whole: each gateway keeps at least one, or a client could do nothing at all
   fairShare: (spec, gateways) => ({ ...spec, max: Math.max(1, Math.floor(spec.max / gateways)) }),
   chargeCeiling: () => 0,
+  defaultRefundMax: () => 0,
   slots: { withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }) },
 
   rule: concurrencyFormat,

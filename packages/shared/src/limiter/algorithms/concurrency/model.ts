@@ -99,14 +99,18 @@ export function evaluateSlots(
   };
 }
 
-/** Gives the settlement's slot back (nothing when it expired already), or renews it (`renew`). */
+/**
+ * Gives the settlement's slot back (nothing when it expired already), or renews it (`renew`). A
+ * give-back reports level 0: the script does not count what is left (one command per request saved;
+ * nothing reads it).
+ */
 export function releaseSlot(state: unknown, settlement: Settlement, nowMs: number): Settled<SlotsState> {
   if (settlement.renew === true) return renewSlot(state, settlement, nowMs);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const leases = liveLeases(state, nowMs);
   if (settlement.leaseId !== undefined) leases.delete(settlement.leaseId);
   return {
-    level: leases.size,
+    level: 0,
     resetMs: 0,
     state: { leases },
     ttlMs: leases.size === 0 ? 0 : lastExpiryMs(leases) - nowMs,

@@ -88,6 +88,7 @@ export const slidingWindow: Algorithm<
   // at least one whole unit: a share below it would never admit a request of cost 1
   fairShare: (spec, gateways) => ({ ...spec, max: Math.max(spec.max / gateways, Math.min(spec.max, 1)) }),
   chargeCeiling: (spec) => spec.max,
+  defaultRefundMax: (spec) => spec.max,
 
   rule: slidingWindowFormat,
 };

@@ -36,6 +36,7 @@ import {
   type Settled,
   type Verdict,
 } from '../algorithm.js';
+import type { GrantRefund } from '../refund-ledger.js';
 import { DROPPED, perSpec } from '../state-tag.js';
 import { waitMs } from '../wait.js';
 
@@ -109,13 +110,15 @@ export function settleWindow(
   state: unknown,
   settlement: Settlement & { readonly spec: WindowLimits },
   nowMs: number,
+  refund?: GrantRefund,
 ): Settled<WindowState> {
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const { windowMs } = settlement.spec;
-  const { delta } = settlement;
   const tag = windowTag(settlement.spec);
   // a state of other numbers, or of another algorithm: the settlement was computed for an older version
   if (state !== undefined && !(isWindowState(state) && state.tag === tag)) return DROPPED;
+  // a refund gives back what refund.max leaves of this window
+  const delta = refund === undefined ? settlement.delta : -refund(-settlement.delta, windowMs);
   const c = countsAt(isWindowState(state) ? state : undefined, windowMs, nowMs);
   let current = c.current;
   let previous = c.previous;

@@ -14,10 +14,10 @@ ARGV of one check, after the algorithm name and the cost (arity 3):
 estimate = current + previous * (1 - elapsed / windowMs), windows aligned to whole multiples of
 windowMs since the epoch; admitted iff estimate + cost <= max.
 
-settle (ARGV after the 3 values: delta, admittedAtMs): delta > 0 is counted on top in the window
+settle (ARGV after the 3 values: delta, admittedAtMs, refundMax): delta > 0 is counted on top in the window
 of now; delta < 0 is given back to the window of admittedAtMs (never below 0) while it still counts.
 A state written under another tag (the limit was edited since the admission) is left alone: the
-settlement is dropped.
+settlement is dropped. A refund gives back at most what refund.max leaves per window (grantRefund).
 
 State: the string "<windowIndex> <current> <previous> <tag>", the numbers '%.17g'. It matters until
 the estimate is 0 (at most two windows), so that is its time to live. Absent, or unreadable (another
@@ -150,11 +150,12 @@ ALGORITHMS['sliding-window'] = (function()
     end,
 
     -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
-    settle = function(s, delta, admittedAtMs, stored, nowMs)
+    settle = function(s, delta, admittedAtMs, stored, nowMs, _minTtlMs, refund)
       local windowMs = s.windowMs
       local st = parseState(stored)
       -- a state of other numbers, or of another algorithm: computed for an older version of the limit
       if stored and not (st and st.tag == s.tag) then return nil end
+      if refund then delta = -refund(-delta, windowMs) end -- bounded by refund.max per window
       local windowIndex, current, previous = countsAt(st, windowMs, nowMs)
       if delta > 0 then
         current = current + delta

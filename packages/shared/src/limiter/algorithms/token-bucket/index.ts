@@ -97,6 +97,7 @@ export const tokenBucket: Algorithm<
       )
       .hold().retryAfterMs,
   chargeCeiling: (spec) => spec.capacity + spec.maxDebt,
+  defaultRefundMax: (spec) => spec.capacity,
 
   rule: tokenBucketFormat,
 };

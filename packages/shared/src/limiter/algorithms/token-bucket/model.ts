@@ -34,6 +34,7 @@ import {
   type Settled,
   type Verdict,
 } from '../algorithm.js';
+import type { GrantRefund } from '../refund-ledger.js';
 import { DROPPED, perSpec } from '../state-tag.js';
 import { waitMs } from '../wait.js';
 
@@ -126,16 +127,19 @@ export function settleBucket(
   state: unknown,
   settlement: Settlement & { readonly spec: BucketLimits },
   nowMs: number,
+  refund?: GrantRefund,
 ): Settled<BucketState> {
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
   const limits = settlement.spec;
   const tag = bucketTag(limits);
   // a state of other numbers, or of another algorithm: the settlement was computed for an older version
   if (state !== undefined && !(isBucketState(state) && state.tag === tag)) return DROPPED;
+  // a refund gives back what refund.max leaves of this period
+  const delta = refund === undefined ? settlement.delta : -refund(-settlement.delta, limits.periodMs);
   const current = isBucketState(state) ? state : { balance: limits.capacity, updatedAtMs: nowMs };
   const b = refilled(current.balance, current.updatedAtMs, limits, nowMs);
   const next: BucketState = {
-    balance: Math.min(b - settlement.delta, limits.capacity),
+    balance: Math.min(b - delta, limits.capacity),
     updatedAtMs: Math.max(nowMs, current.updatedAtMs),
     tag,
   };

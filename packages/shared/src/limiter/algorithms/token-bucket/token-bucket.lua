@@ -13,9 +13,10 @@ ARGV of one check, after the algorithm name and the cost (arity 5):
   maxDebt    how far below zero an admitted request may take the balance; >= 0
   tag        "T<capacity>/<refill>/<periodMs>" (state-tag.ts): the numbers the state is written under
 
-settle (ARGV after the 5 values: delta, admittedAtMs): the balance brought up to now, minus delta
+settle (ARGV after the 5 values: delta, admittedAtMs, refundMax): the balance brought up to now, minus delta
 (more: charged on top, even below -maxDebt; less: given back), never above capacity. A state written
 under another tag (the limit was edited since the admission) is left alone: the settlement is dropped.
+A refund gives back at most what refund.max leaves per period (grantRefund in acquire.lua).
 
 State: the string "<balance> <updatedAtMs> <tag>", the numbers '%.17g' (exact round trip). It matters
 until the bucket is full again, so that is its time to live: a bucket that would sit full expires and
@@ -120,10 +121,11 @@ ALGORITHMS['token-bucket'] = (function()
     end,
 
     -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
-    settle = function(s, delta, _admittedAtMs, stored, nowMs)
+    settle = function(s, delta, _admittedAtMs, stored, nowMs, _minTtlMs, refund)
       local balance, updatedAtMs, tag = parseState(stored)
       -- a state of other numbers, or of another algorithm: computed for an older version of the limit
       if stored and tag ~= s.tag then return nil end
+      if refund then delta = -refund(-delta, s.periodMs) end -- bounded by refund.max per period
       if not balance then
         balance = s.capacity
         updatedAtMs = nowMs

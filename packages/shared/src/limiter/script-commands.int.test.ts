@@ -1,0 +1,60 @@
+/**
+ * What the script does inside Redis per decision (issue 16: scripts that do only what the algorithm
+ * needs), read from MONITOR on the real Redis, which lists the commands a script runs ("lua" lines): a
+ * concurrency take and give-back is at most 4 commands and never TYPE; a token-bucket decision reads
+ * and writes one key.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ConcurrencySpec, limitKey, type TokenBucketSpec } from './limits.js';
+import { openTestRedis, REDIS_URL, type TestRedis } from './test-redis.js';
+
+let redis: TestRedis;
+beforeAll(async () => {
+  redis = await openTestRedis('script-commands');
+});
+afterAll(async () => {
+  await redis?.close();
+});
+
+/** The commands scripts run on keys holding `marker` while `work` runs: `["ZCOUNT", …]`. */
+async function scriptCommands(marker: string, work: () => Promise<unknown>): Promise<string[]> {
+  const monitor = await new Redis(REDIS_URL).monitor();
+  const seen: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source.includes('lua') && args.some((arg) => arg.includes(marker))) seen.push(args[0]!.toUpperCase());
+  });
+  await work();
+  await new Promise((resolve) => setTimeout(resolve, 200)); // the monitor's lines arrive after the replies
+  monitor.disconnect();
+  return seen;
+}
+
+describe('Redis commands inside the script, per decision', () => {
+  it('a concurrency take and give-back: at most 4 commands, no TYPE', async () => {
+    const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 3, leaseMs: 35_000 };
+    const key = limitKey('', 'commands', 'inflight:slots', `slots-${Date.now()}`);
+    const seen = await scriptCommands(key, async () => {
+      // a first request on an empty key, then one beside a slot already held
+      for (const leaseId of ['a', 'b']) await redis.store.acquire([{ key, spec, cost: 1, leaseId }]);
+      await redis.store.settle([{ key, spec, delta: 0, admittedAtMs: 0, leaseId: 'b' }]);
+      await redis.store.settle([{ key, spec, delta: 0, admittedAtMs: 0, leaseId: 'a' }]);
+    });
+    expect(seen).not.toContain('TYPE');
+    expect(seen.length / 2).toBeLessThanOrEqual(4); // it was 12: ZCARD ×4, TYPE ×2, ZREMRANGEBYSCORE ×2, …
+    expect(await redis.admin.exists(redis.prefix + key)).toBe(0); // every slot back: nothing left
+  });
+
+  it('a token-bucket decision: GET and SET of its one key', async () => {
+    const spec: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 5,
+      refill: 1,
+      periodMs: 1_000,
+      maxDebt: 0,
+    };
+    const key = limitKey('', 'commands', 'bucket', `bucket-${Date.now()}`);
+    const seen = await scriptCommands(key, () => redis.store.acquire([{ key, spec, cost: 1 }]));
+    expect(seen).toEqual(['GET', 'SET']);
+  });
+});
