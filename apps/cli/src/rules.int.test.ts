@@ -444,11 +444,13 @@ describe('pnpm rules', () => {
   it('runs the CLI with `pnpm -w rules` from any directory of the repository, resolving paths from there', async () => {
     const applied = await pnpmRules(['apply', 'demo-rules.yaml'], `${REPO_ROOT}apps/demo`);
     expect(applied.code, applied.stderr).toBe(0);
-    expect(applied.stdout).toContain('6 to create');
+    expect(applied.stdout).toContain('8 to create');
     const exported = await pnpmRules(['export'], REPO_ROOT);
     expect(exported.code, exported.stderr).toBe(0);
     const rules = (parseYaml(exported.stdout) as { rules: RuleInput[] }).rules;
     expect(rules.map((r) => r.name)).toEqual([
+      'demo-account',
+      'demo-account-pro',
       'demo-expensive',
       'demo-global',
       'demo-orders',

@@ -194,7 +194,10 @@ describe('compileExplainer', () => {
       path: '/search/x',
       headers: { 'x-api-key': ' ключ\t' },
     });
-    expect(keyed.limits[0]?.clientKey).toBe(`header:${Buffer.from('ключ').toString('latin1')}`);
+    // x-api-key is a credential: the key is the hash of those bytes, trimmed
+    expect(keyed.limits[0]?.clientKey).toBe(
+      new SecretClientKeys(undefined).clientKey(Buffer.from('ключ').toString('latin1')),
+    );
     const cookies = explainer.explain({
       method: 'GET',
       path: '/search/x',
