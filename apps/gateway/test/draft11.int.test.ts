@@ -4,7 +4,7 @@
  * checked against draft-ietf-httpapi-ratelimit-headers-11's types, and a retrying client (`ky`) that
  * honours Retry-After against a real 429. A gateway with its rules given in code, on the real Redis.
  */
-import { checkRule, type Rule, type RuleInput, withDefaults } from '@sluice/shared';
+import { type RuleInput, storedRule } from '@sluice/shared';
 import ky from 'ky';
 import { type Item, parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,18 +13,8 @@ import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/ga
 import { type HttpResponse, http } from './helpers/http.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 
 const byKey = { by: 'header' as const, name: 'x-api-key' };
 const RULES: RuleInput[] = [

@@ -9,8 +9,9 @@
  * `plan: "pro"`: were it believed, `ident-pro` would apply. Each case sends from its own loopback
  * address, so its IP bucket is its own.
  */
+
 import { randomUUID } from 'node:crypto';
-import { checkRule, type Rule, type RuleInput, withDefaults } from '@sluice/shared';
+import { storedRule } from '@sluice/shared';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StaticRules } from '../src/rules/rules-source.js';
@@ -35,18 +36,8 @@ const CAPACITY = 1000;
 /** RateLimit-Policy of the plain rule (1000 tokens, refilled at one an hour) */
 const IDENT_POLICY = '"ident.who";q=1000;w=3600000';
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  } as Rule;
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 
 const perSub = (name: string) => ({
   name,

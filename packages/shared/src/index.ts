@@ -63,5 +63,6 @@ export { clientWords, durationWords } from './rules/fields.js';
 export * from './rules/limits-of.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';
+export * from './rules/stored-rule.js';
 export * from './rules/summary.js';
 export * from './rules/validate.js';

@@ -3,33 +3,17 @@
  * store, and a plain Node upstream on loopback. What a client and an upstream see of one request:
  * its decision headers, a 429, the upstream's own headers stripped, a slot held for the exchange.
  */
+
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  checkRule,
-  MemoryStore,
-  partitionKey,
-  type Rule,
-  type RuleInput,
-  withDefaults,
-} from '@sluice/shared';
+import { MemoryStore, partitionKey, type Rule, storedRule } from '@sluice/shared';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../app.js';
 import { loadConfig } from '../config/config.js';
 import { StaticRules } from '../rules/rules-source.js';
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 
 /** The upstream: answers after `?ms=` with `?status=`, with its own RateLimit and charge headers; counts requests in flight. */
 let upstream: Server;

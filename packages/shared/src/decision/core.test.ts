@@ -9,10 +9,9 @@ import { SecretClientKeys } from '../identity/secret-keys.js';
 import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from '../limiter/limits.js';
 import { MemoryStore } from '../limiter/memory-store.js';
 import { type Store, StoreError } from '../limiter/store.js';
-import { checkRule } from '../rules/check.js';
-import { withDefaults } from '../rules/defaults.js';
 import { compileRules } from '../rules/match.js';
 import type { Rule, RuleInput } from '../rules/schema.js';
+import { storedRule } from '../rules/stored-rule.js';
 import { DecisionCore, PREVIEW } from './core.js';
 import type { Decision, LimitedDecision } from './decision.js';
 import { DenialCache } from './denial-cache.js';
@@ -22,18 +21,8 @@ import { LeaseManager } from './lease-manager.js';
 import type { Counter, DecisionMeter, RuleCounters } from './rule-plan.js';
 import { GuardedStore, type StoreFailurePolicy } from './store-policy.js';
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 
 interface FactsInput {
   method?: string;
@@ -154,9 +143,10 @@ function setup(rules: Rule[], options: SetupOptions = {}) {
   return { core, primary, store, time, denials, settled, count, decide, limited };
 }
 
+let perIpRules = 0;
 const perIp = (capacity: number, extra: Partial<RuleInput> = {}) =>
   rule({
-    name: `per-ip-${nextId}`,
+    name: `per-ip-${++perIpRules}`,
     match: { path: '/api/**' },
     limit: { capacity, refill: 1, period: '1m' },
     ...extra,

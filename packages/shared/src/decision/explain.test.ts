@@ -2,24 +2,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { normalizePath } from '../http/normalize-path.js';
 import { SecretClientKeys } from '../identity/secret-keys.js';
-import { checkRule } from '../rules/check.js';
-import { withDefaults } from '../rules/defaults.js';
 import { compileRules } from '../rules/match.js';
-import type { Rule, RuleInput } from '../rules/schema.js';
+import type { RuleInput } from '../rules/schema.js';
+import { storedRule } from '../rules/stored-rule.js';
 import { clientKeyOf, compileExplainer, ipClientKeyOf, MAX_CONSIDERED } from './explain.js';
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 const bucket = { capacity: 10, refill: 10, period: '1s' };
 
 describe('client keys', () => {

@@ -3,12 +3,11 @@
  * code points, so fullwidth letters and zero-width characters cannot spell a limited path past its
  * rule; a path whose folded form cannot be normalised safely is refused.
  */
+
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkRule } from '../rules/check.js';
-import { withDefaults } from '../rules/defaults.js';
 import { compileRules } from '../rules/match.js';
-import type { Rule, RuleInput } from '../rules/schema.js';
+import { storedRule } from '../rules/stored-rule.js';
 import { foldText } from './fold-text.js';
 import { matchingPath, normalizePath } from './normalize-path.js';
 
@@ -24,18 +23,8 @@ const codeOf = (target: string) => {
   return normalized.ok ? 'ok' : normalized.code;
 };
 
-let nextId = 0;
-function rule(input: RuleInput): Rule {
-  expect(checkRule(input)).toEqual([]);
-  nextId++;
-  return {
-    ...withDefaults(input),
-    id: `00000000-0000-4000-8000-${String(nextId).padStart(12, '0')}`,
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+/** a rule as the rules API stores it (checked, defaults, an id) */
+const rule = storedRule;
 
 describe('Unicode folding: what rules see', () => {
   it('folds fullwidth letters and drops zero-width characters, raw or percent-encoded', () => {
