@@ -24,6 +24,8 @@ export const SECRET_KEY_MARK = '~';
 /** Hex digits of the digest a secret key keeps (96 bits: collisions are not a practical concern). */
 export const SECRET_KEY_HEX_DIGITS = 24;
 const SECRET_KEY_PATTERN = /^header:~[0-9a-f]{24}$/;
+/** Hashed keys remembered per SecretClientKeys (the distinct clients of a busy minute). */
+const SECRET_KEYS_KEPT = 10_000;
 
 /** True when a `header` client keyed by `headerName` is a credential (`secret` overrides the list). */
 export function isSecretHeader(headerName: string, secret: boolean | undefined): boolean {
@@ -48,14 +50,27 @@ export class SecretClientKeys {
     return this.#key !== undefined;
   }
 
+  /**
+   * Keys by value: a client sends the same key request after request, and the HMAC (about 2 µs) is
+   * the dearest part of keying it. Bounded, and only in this process's memory (never logged or stored).
+   */
+  readonly #keys = new Map<string, string>();
+
   /** `header:~<24 hex>` for a header value; undefined when there is none (the request is then keyed by IP). */
   clientKey(value: string | undefined): string | undefined {
     if (value === undefined || value === '') return undefined;
-    const digest =
-      this.#key === undefined
-        ? createHash('sha256').update(value).digest('hex')
-        : createHmac('sha256', this.#key).update(value).digest('hex');
-    return `header:${SECRET_KEY_MARK}${digest.slice(0, SECRET_KEY_HEX_DIGITS)}`;
+    let key = this.#keys.get(value);
+    if (key === undefined) {
+      const digest =
+        this.#key === undefined
+          ? createHash('sha256').update(value).digest('hex')
+          : createHmac('sha256', this.#key).update(value).digest('hex');
+      key = `header:${SECRET_KEY_MARK}${digest.slice(0, SECRET_KEY_HEX_DIGITS)}`;
+      // forgetting everything at once is cheaper than ordering it, and rare
+      if (this.#keys.size >= SECRET_KEYS_KEPT) this.#keys.clear();
+      this.#keys.set(value, key);
+    }
+    return key;
   }
 
   /**
