@@ -44,7 +44,13 @@ describe('banner', () => {
       identities: { alice: 'eyJ.alice.sig', bob: 'eyJ.bob.sig' },
     });
     const url = 'http://127.0.0.1:8080/api/account/42';
-    expect(text).toContain('"demo-account-pro" gives pro 10 per sub, "demo-account" free 3');
+    // each rule in the algorithm's own words (the summary the console and the CLI show)
+    expect(text).toContain(
+      '"demo-account-pro" (plan pro): per-sub: 10 per verified sub, 10 more every 1m (token bucket)',
+    );
+    expect(text).toContain(
+      '"demo-account" (plan free): per-sub: 3 per verified sub, 3 more every 1m (token bucket)',
+    );
     expect(text).toContain(`curl -si -H 'Authorization: Bearer eyJ.alice.sig' ${url} | grep -i '^ratelimit'`);
     expect(text).toContain(`curl -si -H 'Authorization: Bearer eyJ.bob.sig' ${url} | grep -i '^ratelimit'`);
     expect(text).toContain(

@@ -1,6 +1,6 @@
 /** The text the demo prints once everything is ready: where things are, and four examples to try. */
 import { toFileEntry } from '@sluice/cli';
-import { limitSummary, type Rule } from '@sluice/shared';
+import { limitSummary, type Rule, ruleSummary } from '@sluice/shared';
 import type { DemoIdentities } from './identities.js';
 import { style } from './output.js';
 
@@ -136,18 +136,12 @@ function identityExample(info: BannerInfo): string[] {
   const pro = info.accountProRule;
   const tokens = info.identities;
   if (free === undefined || pro === undefined || tokens === undefined) return [];
-  if (!('limits' in free) || !('limits' in pro)) return [];
-  const budget = (rule: typeof free) => {
-    const limit = rule.limits[0];
-    return limit !== undefined && limit.algorithm === 'token-bucket' ? limit.capacity : undefined;
-  };
   const url = `${info.gatewayUrl}${examplePath(free.match.path, '/api/account/me')}`;
   const bearer = (token: string) => `-H 'Authorization: Bearer ${token}'`;
   return [
-    style(
-      'bold',
-      `  5) Limits per verified customer (JWT): "${pro.name}" gives pro ${budget(pro) ?? 'more'} per sub, "${free.name}" free ${budget(free) ?? 'less'}`,
-    ),
+    style('bold', '  5) Limits per verified customer (JWT): a larger budget for the pro plan'),
+    `     "${pro.name}" (plan pro): ${ruleSummary(pro).join('; ')}`,
+    `     "${free.name}" (plan free): ${ruleSummary(free).join('; ')}`,
     `     Alice (sub alice, plan pro):`,
     `     curl -si ${bearer(tokens.alice)} ${url} | grep -i '^ratelimit'`,
     `     Bob (sub bob, plan free):`,
