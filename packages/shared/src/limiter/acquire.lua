@@ -57,7 +57,23 @@ default since 5, the only mode since 7).
 local MAX_WAIT_MS = 1e15
 local ALGORITHMS = {}
 
-local function fmt(x) return string.format('%.17g', x) end
+-- The call's clock: read once (TIME or ARGV[2]) below, and its '%.17g' text with it.
+local nowMs, nowText
+
+-- '%.17g' (exact round trip). Formatting a double that way is the dearest thing a decision does in
+-- Redis (issue 16: about a sixth of the script's CPU), and a decision formats the same few values
+-- again and again: the clock (a state's update time, a lease's expiry base, the reply's last value)
+-- and the level it just wrote into the state (the reply's level). Those come from memory. Zero is
+-- left out: -0 equals 0 but is written "-0".
+local lastFormatted, lastText
+local function fmt(x)
+  if x == 0 then return string.format('%.17g', x) end
+  if x == nowMs then return nowText end
+  if x == lastFormatted then return lastText end
+  lastFormatted = x
+  lastText = string.format('%.17g', x)
+  return lastText
+end
 
 -- Smallest whole x (ms) with at(x) true, capped at MAX_WAIT_MS; at must be monotone (false, then
 -- true). Brackets from the estimate, then bisects. Mirrors algorithms/wait.ts.
@@ -113,7 +129,6 @@ if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and
   return fail('unknown operation ' .. tostring(operation))
 end
 
-local nowMs
 if ARGV[2] and ARGV[2] ~= '' then
   nowMs = tonumber(ARGV[2])
   if not (nowMs and nowMs > -math.huge and nowMs < math.huge) then return fail('bad nowMs') end
@@ -121,6 +136,7 @@ else
   local t = redis.call('TIME') -- { seconds, microseconds }
   nowMs = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
+nowText = string.format('%.17g', nowMs)
 local minTtlMs = 0
 if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 
@@ -131,7 +147,8 @@ local function store(key, value, ttlMs)
   elseif ttlMs >= MAX_WAIT_MS then
     redis.call('SET', key, value) -- matters for "at least MAX_WAIT_MS": never expire it early
   else
-    redis.call('SET', key, value, 'PX', string.format('%.0f', math.ceil(math.max(ttlMs, minTtlMs))))
+    -- a whole number below MAX_WAIT_MS (or a test's floor): '%d' writes it exactly, cheaper than '%.0f'
+    redis.call('SET', key, value, 'PX', string.format('%d', math.ceil(math.min(math.max(ttlMs, minTtlMs), MAX_WAIT_MS))))
   end
 end
 
@@ -257,7 +274,7 @@ local function acquireRequest(keyBase, n, i, last)
       reply[#reply + 1] = resetMs
     end
   end
-  reply[#reply + 1] = fmt(nowMs) -- the decision's clock: a settlement gives back where it counted
+  reply[#reply + 1] = nowText -- the decision's clock: a settlement gives back where it counted
   return reply
 end
 

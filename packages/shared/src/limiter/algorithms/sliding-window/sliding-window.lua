@@ -26,6 +26,9 @@ a new max keeps the counts; a window of another length carries the old window's 
 new window as its current (its index means nothing in the new length).
 ]]
 ALGORITHMS['sliding-window'] = (function()
+  -- specs read in this call, by tag (see the token bucket's)
+  local specs = {}
+
   -- the counts in force at atMs: windowIndex, current, previous, elapsedMs
   local function countsAt(st, windowMs, atMs)
     local windowIndex = math.floor(atMs / windowMs)
@@ -106,10 +109,17 @@ ALGORITHMS['sliding-window'] = (function()
     arity = 3,
 
     spec = function(argv, i)
-      local s = { max = tonumber(argv[i]), windowMs = tonumber(argv[i + 1]), tag = argv[i + 2] }
+      -- one spec per tag and call, as the token bucket's
+      local known = specs[argv[i + 2]]
+      if known and known.texts[1] == argv[i] and known.texts[2] == argv[i + 1] then return known end
+      local s = {
+        max = tonumber(argv[i]), windowMs = tonumber(argv[i + 1]), tag = argv[i + 2],
+        texts = { argv[i], argv[i + 1] },
+      }
       if s.max and s.max > 0 and s.max < math.huge
           and s.windowMs and s.windowMs > 0 and s.windowMs < math.huge
           and s.tag and string.byte(s.tag, 1) == 87 and string.find(s.tag, '/', 1, true) then
+        specs[s.tag] = s
         return s
       end
       return nil

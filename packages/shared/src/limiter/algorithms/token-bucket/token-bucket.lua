@@ -25,6 +25,9 @@ under another tag (an edit): the balance stands, but owes at most the new maxDeb
 <updatedAtMs>" (written before tags) counts as written under another tag.
 ]]
 ALGORITHMS['token-bucket'] = (function()
+  -- specs read in this call (the script's body runs afresh on every call), by tag
+  local specs = {}
+
   -- docs/limits.md: admitted iff b >= min(c, 1) and b - c >= -maxDebt
   local function admits(b, cost, maxDebt)
     return b >= math.min(cost, 1) and b - cost >= -maxDebt
@@ -67,15 +70,24 @@ ALGORITHMS['token-bucket'] = (function()
     arity = 5,
 
     spec = function(argv, i)
+      -- the requests of a batch mostly share their limits: one spec per tag and call, its numbers
+      -- read once (a hit compares the argument strings, which Lua interns: pointer comparisons)
+      local known = specs[argv[i + 4]]
+      if known and known.texts[1] == argv[i] and known.texts[2] == argv[i + 1]
+          and known.texts[3] == argv[i + 2] and known.texts[4] == argv[i + 3] then
+        return known
+      end
       local s = {
         capacity = tonumber(argv[i]), refill = tonumber(argv[i + 1]),
         periodMs = tonumber(argv[i + 2]), maxDebt = tonumber(argv[i + 3]), tag = argv[i + 4],
+        texts = { argv[i], argv[i + 1], argv[i + 2], argv[i + 3] },
       }
       if s.capacity and s.capacity > 0 and s.capacity < math.huge
           and s.refill and s.refill > 0 and s.refill < math.huge
           and s.periodMs and s.periodMs > 0 and s.periodMs < math.huge
           and s.maxDebt and s.maxDebt >= 0 and s.maxDebt < math.huge
           and s.tag and string.byte(s.tag, 1) == 84 then
+        specs[s.tag] = s
         return s
       end
       return nil

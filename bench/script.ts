@@ -1,0 +1,137 @@
+// The limiter script's own work in Redis (issue "the hot path's price": ≤ 5 µs of Redis CPU per
+// token-bucket decision): a RedisStore drives decisions straight at a private redis-server (no HTTP,
+// no gateway), CONCURRENCY at a time so that batching packs that many into one script call, and the
+// bench reads Redis's CPU time (/proc) and INFO commandstats around a bounded number of decisions.
+//
+// BENCH_SCRIPT_DECISIONS (60000) per scenario and round, BENCH_ROUNDS (3) interleaved rounds, medians.
+// BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist adds that build's store (its script)
+// to the same rounds, on the same Redis, under another key prefix: a before/after in one run.
+import { pathToFileURL } from 'node:url';
+import type { LimitCheck, LimitSpec, Settlement } from '../packages/shared/src/limiter/limits.js';
+import { RedisStore } from '../packages/shared/src/limiter/redis-store.js';
+import { cpuMs } from './_lib/cpu-time.js';
+import { pinSelf, Stack } from './_lib/stack.js';
+
+pinSelf();
+
+const DECISIONS = Number(process.env.BENCH_SCRIPT_DECISIONS ?? 60_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CLIENTS = 64; // distinct keys per limit: a batch mostly touches different keys, as a gateway's does
+
+interface StoreLike {
+  acquire(checks: readonly LimitCheck[]): Promise<{ allowed: boolean; atMs?: number }>;
+  settle(settlements: readonly Settlement[]): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+const bucket: LimitSpec = {
+  algorithm: 'token-bucket',
+  capacity: 1e9,
+  refill: 1e9,
+  periodMs: 1000,
+  maxDebt: 0,
+};
+const window: LimitSpec = { algorithm: 'sliding-window', max: 1e9, windowMs: 60_000 };
+const slots: LimitSpec = { algorithm: 'concurrency', max: 1e6, leaseMs: 35_000 };
+
+interface Scenario {
+  name: string;
+  concurrency: number;
+  specs: readonly LimitSpec[];
+}
+const scenarios: Scenario[] = [
+  { name: 'token bucket, one call per decision', concurrency: 1, specs: [bucket] },
+  { name: 'token bucket, batches of up to 4', concurrency: 4, specs: [bucket] },
+  { name: 'token bucket, batches of up to 16', concurrency: 16, specs: [bucket] },
+  { name: 'sliding window, batches of up to 16', concurrency: 16, specs: [window] },
+  { name: 'three stacked limits, batches of up to 16', concurrency: 16, specs: [bucket, bucket, window] },
+  { name: 'concurrency take + give back, up to 16', concurrency: 16, specs: [slots] },
+];
+
+let leaseIds = 0;
+/** One request: acquire every limit; a concurrency slot is given back when it is admitted. */
+async function decide(store: StoreLike, specs: readonly LimitSpec[], client: number): Promise<void> {
+  const checks: LimitCheck[] = specs.map((spec, k) => ({
+    key: `{bench:c${client}}:l${k}`,
+    spec,
+    cost: 1,
+    ...(spec.algorithm === 'concurrency' ? { leaseId: `b${leaseIds++}` } : {}),
+  }));
+  const decision = await store.acquire(checks);
+  const held = checks.filter((c) => c.spec.algorithm === 'concurrency');
+  if (decision.allowed && held.length > 0) {
+    await store.settle(
+      held.map((c) => ({
+        key: c.key,
+        spec: c.spec,
+        delta: 0,
+        admittedAtMs: decision.atMs ?? 0,
+        leaseId: c.leaseId,
+      })),
+    );
+  }
+}
+
+async function drive(store: StoreLike, scenario: Scenario, decisions: number): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < decisions) await decide(store, scenario.specs, next++ % CLIENTS);
+  };
+  await Promise.all(Array.from({ length: scenario.concurrency }, worker));
+}
+
+const stack = new Stack({ tsx: [], profiledTsx: [], gateway: [] });
+const redis = await stack.startRedis();
+const stores: { label: string; store: StoreLike }[] = [
+  { label: 'this build', store: new RedisStore(redis.url, { keyPrefix: 'now:' }) },
+];
+if (process.env.BENCH_BASELINE_SHARED) {
+  const url = pathToFileURL(`${process.env.BENCH_BASELINE_SHARED}/redis.js`).href;
+  const { RedisStore: BaselineStore } = (await import(url)) as { RedisStore: typeof RedisStore };
+  stores.push({ label: 'baseline', store: new BaselineStore(redis.url, { keyPrefix: 'base:' }) });
+}
+
+interface Sample {
+  redisUs: number;
+  commands: number;
+  calls: number;
+}
+const samples = new Map<string, Sample[]>();
+for (const scenario of scenarios) for (const { store } of stores) await drive(store, scenario, 2_000); // warm-up
+for (let round = 0; round < ROUNDS; round++) {
+  for (const scenario of scenarios) {
+    for (const { label, store } of stores) {
+      const before = await redis.counters();
+      const cpuBefore = cpuMs(redis.child.pid);
+      await drive(store, scenario, DECISIONS);
+      const cpuAfter = cpuMs(redis.child.pid);
+      const after = await redis.counters();
+      const key = `${scenario.name}\t${label}`;
+      const list = samples.get(key) ?? [];
+      list.push({
+        redisUs: ((cpuAfter - cpuBefore) * 1000) / DECISIONS,
+        commands: (after.commands - before.commands) / DECISIONS,
+        calls: (after.evalsha - before.evalsha) / DECISIONS,
+      });
+      samples.set(key, list);
+    }
+  }
+}
+for (const { store } of stores) await store.close();
+await stack.stop();
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+console.log(
+  `${DECISIONS} decisions per scenario and round, ${ROUNDS} rounds, medians; Redis pinned to its own core\n`,
+);
+console.log(
+  '| scenario | build | Redis CPU µs / decision | Redis commands / decision | script calls / decision |',
+);
+console.log('| --- | --- | ---: | ---: | ---: |');
+for (const [key, list] of samples) {
+  const [scenario, label] = key.split('\t');
+  console.log(
+    `| ${scenario} | ${label} | ${median(list.map((s) => s.redisUs)).toFixed(2)} | ${median(list.map((s) => s.commands)).toFixed(2)} | ${median(list.map((s) => s.calls)).toFixed(3)} |`,
+  );
+}
+process.exit(0);
