@@ -114,6 +114,23 @@ describe('MemoryStore', () => {
     await store.close();
   });
 
+  it('a lone key whose state stopped mattering starts afresh when it is decided again, and counts once', () => {
+    const { clock, store } = storeAt(0);
+    for (let round = 0; round < 3; round++) {
+      // every round takes the whole bucket and its debt, then waits until it is full again (its state is dropped)
+      expect(store.acquireSync(check('lone', 20)).limits[0]).toMatchObject({ allowed: true, level: -10 });
+      expect(store.size).toBe(1);
+      expect(store.acquireSync(check('lone', 1)).limits[0]!.allowed).toBe(false);
+      clock.nowMs += 100_000;
+      expect(store.acquireSync(check('lone', 20)).limits[0]).toMatchObject({ allowed: true, level: -10 });
+      clock.nowMs += 100_000;
+    }
+    expect(store.size).toBe(1);
+    clock.nowMs += 100_000;
+    expect(store.sweep()).toBe(1);
+    expect(store.size).toBe(0);
+  });
+
   it('keeps a bucket whose refill takes longer than MAX_WAIT_MS instead of expiring it early', () => {
     const { clock, store } = storeAt(1);
     const glacial: LimitSpec = {
