@@ -144,6 +144,9 @@ export function decisionOf(outcomes: readonly LimitOutcome[], atMs?: number): St
     if (deniedIndex < 0) deniedIndex = i;
     if (outcome.retryAfterMs > retryAfterMs) retryAfterMs = outcome.retryAfterMs;
   }
-  const decision = { allowed: deniedIndex < 0, limits: outcomes, deniedIndex, retryAfterMs };
-  return atMs === undefined ? decision : { ...decision, atMs };
+  const allowed = deniedIndex < 0;
+  // two literals, no spread: a copy per decision otherwise
+  return atMs === undefined
+    ? { allowed, limits: outcomes, deniedIndex, retryAfterMs }
+    : { allowed, limits: outcomes, deniedIndex, retryAfterMs, atMs };
 }

@@ -120,11 +120,21 @@ export class RedisStore implements Store {
   }
 
   acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
-    return this.#acquire(checks);
+    // no async wrapper: a decision is one promise, the channel's (issue 16: each async layer cost a
+    // promise and a microtask per request); what the request asks wrong still rejects, never throws
+    try {
+      return this.#acquire(checks);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
-    return this.#settle(settlements);
+    try {
+      return this.#settle(settlements);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Script calls sent to Redis so far (a batch counts once): Redis calls per request = this ÷ requests. */
@@ -177,14 +187,14 @@ export class RedisStore implements Store {
   /**
    * One request's decision: one script call on one Redis, or on a Cluster when its keys share a hash
    * tag; otherwise one call per slot group (cross-slot.ts). Every call of the request runs on the
-   * clock read when it was asked (before the first await, so calls made in a row keep their instants).
+   * clock read when it was asked (synchronously, so calls made in a row keep their instants).
    */
-  async #acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
+  #acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {
     const nowMs = this.#clock();
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertChecks(checks);
     const n = checks.length;
-    if (n === 0) return decisionOf([]);
+    if (n === 0) return Promise.resolve(decisionOf([]));
     const keys: string[] = new Array(n);
     for (let i = 0; i < n; i++) keys[i] = this.#keyPrefix + checks[i]!.key;
     if (this.isCluster && n > 1) {
@@ -195,12 +205,12 @@ export class RedisStore implements Store {
   }
 
   /** One script call's "settle" for all of a request's settlements; on a Cluster, one per slot group. */
-  async #settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
+  #settle(settlements: readonly Settlement[]): Promise<SettledLimit[]> {
     const nowMs = this.#clock();
     if (this.#closed) throw new StoreError('STORE_UNAVAILABLE', 'the Redis store is closed');
     assertSettlements(settlements);
     const n = settlements.length;
-    if (n === 0) return [];
+    if (n === 0) return Promise.resolve([]);
     if (this.isCluster && n > 1) {
       const groups = slotGroups(settlements.map((settlement) => this.#keyPrefix + settlement.key));
       if (groups.length > 1) return settleAcrossSlots(settlements, groups, this.#slotGroupCalls(nowMs));
@@ -217,31 +227,45 @@ export class RedisStore implements Store {
   }
 
   /** One acquire.lua call: all or nothing over `checks`, whose `keys` share one slot on a Cluster. */
-  async #acquireGroup(
+  #acquireGroup(
     checks: readonly LimitCheck[],
     keys: readonly string[],
     nowMs: string,
   ): Promise<StoreDecision> {
     const keysAndArgs = acquireKeysAndArgs(checks, keys);
-    const reply = await this.#channel.call('acquire', checks.length, keysAndArgs, nowMs, this.#minTtlMs);
-    return decisionOfReply(reply, checks);
+    return this.#channel.call(
+      'acquire',
+      checks.length,
+      keysAndArgs,
+      nowMs,
+      this.#minTtlMs,
+      decisionOfReply,
+      checks,
+    );
   }
 
   /** One "settle" (or, for renewals, "renew") call: `settlements` share one slot on a Cluster. */
-  async #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
+  #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
     const keysAndArgs = settleKeysAndArgs(settlements, this.#keyPrefix);
     const operation = settlements[0]!.renew === true ? 'renew' : 'settle';
-    const reply = await this.#channel.call(operation, settlements.length, keysAndArgs, nowMs, this.#minTtlMs);
-    return settledOfReply(reply, settlements);
+    return this.#channel.call(
+      operation,
+      settlements.length,
+      keysAndArgs,
+      nowMs,
+      this.#minTtlMs,
+      settledOfReply,
+      settlements,
+    );
   }
 
   /** Sends one script call; rejects with a `StoreError`. */
-  async #send(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
+  #send(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     this.#scriptCalls++;
-    try {
-      return await this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs);
-    } catch (error) {
-      throw toStoreError(error);
-    }
+    return this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs).then(undefined, rejectAsStoreError);
   }
+}
+
+function rejectAsStoreError(error: unknown): never {
+  throw toStoreError(error);
 }

@@ -10,6 +10,7 @@
 import type { Writable } from 'node:stream';
 import { StoreError } from '../store.js';
 import {
+  type ReplyDecoder,
   type ScriptChannel,
   type ScriptOperation,
   type SendScript,
@@ -36,8 +37,22 @@ interface PendingCall {
   /** its number of keys: `keysAndArgs` is its keys, then its per-check arguments */
   readonly n: number;
   readonly keysAndArgs: readonly string[];
-  readonly resolve: (reply: unknown) => void;
+  readonly decode: ReplyDecoder<unknown, unknown>;
+  readonly context: unknown;
+  readonly resolve: (decoded: unknown) => void;
   readonly reject: (error: StoreError) => void;
+}
+
+/** A request's own reply, decoded where it arrives: resolves its promise, or rejects it with what decoding threw. */
+function answer(request: PendingCall, reply: unknown): void {
+  let decoded: unknown;
+  try {
+    decoded = request.decode(reply, request.context);
+  } catch (error) {
+    request.reject(error as StoreError);
+    return;
+  }
+  request.resolve(decoded);
 }
 
 /** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
@@ -72,14 +87,16 @@ export class BatchingChannel implements ScriptChannel {
     this.#socketToCork = socketToCork;
   }
 
-  call(
+  call<T, C>(
     operation: ScriptOperation,
     n: number,
     keysAndArgs: readonly string[],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<unknown> {
-    return new Promise((resolve, reject) => {
+    decode: ReplyDecoder<T, C>,
+    context: C,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       const route = this.#routeOf(keysAndArgs[0]!);
       let batch = this.#openBatches.get(route);
       // one batch has one clock: a call on another clock starts the next batch, in order
@@ -95,7 +112,15 @@ export class BatchingChannel implements ScriptChannel {
         batch = { nowMs, minTtlMs, keyCount: 0, requests: [] };
         this.#openBatches.set(route, batch);
       }
-      batch.requests.push({ operation, n, keysAndArgs, resolve, reject });
+      batch.requests.push({
+        operation,
+        n,
+        keysAndArgs,
+        decode: decode as ReplyDecoder<unknown, unknown>,
+        context,
+        resolve: resolve as (decoded: unknown) => void,
+        reject,
+      });
       batch.keyCount += n;
       if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
         this.#openBatches.delete(route);
@@ -125,8 +150,12 @@ export class BatchingChannel implements ScriptChannel {
   #sendBatch(batch: Batch): void {
     const { requests, nowMs, minTtlMs } = batch;
     if (requests.length === 1) {
-      const { operation, n, keysAndArgs, resolve, reject } = requests[0]!;
-      this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then(resolve, reject);
+      const request = requests[0]!;
+      const { operation, n, keysAndArgs } = request;
+      this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then(
+        (reply) => answer(request, reply),
+        request.reject,
+      );
       return;
     }
     const keys: string[] = [];
@@ -149,7 +178,7 @@ export class BatchingChannel implements ScriptChannel {
         for (let j = 0; j < requests.length; j++) {
           const one: unknown = reply[j];
           if (one instanceof Error) requests[j]!.reject(toStoreError(one));
-          else requests[j]!.resolve(one);
+          else answer(requests[j]!, one);
         }
       },
       (error: StoreError) => {

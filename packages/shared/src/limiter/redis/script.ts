@@ -29,6 +29,9 @@ declare module 'ioredis' {
 /** The script's operations a request makes (the "batch" form wraps them, batching.ts). */
 export type ScriptOperation = 'acquire' | 'settle' | 'renew';
 
+/** Reads one request's reply (`context`: what the request asked, e.g. its checks); throws a `StoreError`. */
+export type ReplyDecoder<T, C> = (reply: unknown, context: C) => T;
+
 /** Sends one script call (`numberOfKeys`, then KEYS and ARGV); rejects with a `StoreError`. */
 export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promise<unknown>;
 
@@ -38,13 +41,19 @@ export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promis
  * `minTtlMs` are the script's ARGV[2] and ARGV[3] ('' for Redis TIME and no floor).
  */
 export interface ScriptChannel {
-  call(
+  /**
+   * Resolves with `decode(reply, context)`, rejects with a `StoreError` (a failed call, or what
+   * `decode` threw). The reply is decoded where it arrives: no promise chained per request for it.
+   */
+  call<T, C>(
     operation: ScriptOperation,
     n: number,
     keysAndArgs: readonly string[],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<unknown>;
+    decode: ReplyDecoder<T, C>,
+    context: C,
+  ): Promise<T>;
   /** sends whatever waits (the store closes) */
   flush(): void;
 }

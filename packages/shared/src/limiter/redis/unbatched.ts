@@ -4,7 +4,13 @@
  * event-loop turn, so that the calls of one turn leave in one write, each still its own EVALSHA.
  */
 import type { Writable } from 'node:stream';
-import { type ScriptChannel, type ScriptOperation, type SendScript, singleCallArguments } from './script.js';
+import {
+  type ReplyDecoder,
+  type ScriptChannel,
+  type ScriptOperation,
+  type SendScript,
+  singleCallArguments,
+} from './script.js';
 
 export class UnbatchedChannel implements ScriptChannel {
   readonly #send: SendScript;
@@ -18,15 +24,19 @@ export class UnbatchedChannel implements ScriptChannel {
     this.#socketToCork = socketToCork;
   }
 
-  call(
+  call<T, C>(
     operation: ScriptOperation,
     n: number,
     keysAndArgs: readonly string[],
     nowMs: string,
     minTtlMs: string,
-  ): Promise<unknown> {
+    decode: ReplyDecoder<T, C>,
+    context: C,
+  ): Promise<T> {
     if (this.#socketToCork !== undefined && !this.#corked) this.#corkUntilTurnEnds(this.#socketToCork());
-    return this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs));
+    return this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then((reply) =>
+      decode(reply, context),
+    );
   }
 
   flush(): void {}
