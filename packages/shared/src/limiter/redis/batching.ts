@@ -158,14 +158,24 @@ export class BatchingChannel implements ScriptChannel {
       );
       return;
     }
-    const keys: string[] = [];
-    const args: string[] = ['batch', nowMs, minTtlMs, String(requests.length)];
-    for (const { operation, n, keysAndArgs } of requests) {
-      for (let i = 0; i < n; i++) keys.push(keysAndArgs[i]!);
-      args.push(operation, String(n), String(keysAndArgs.length - n));
-      for (let i = n; i < keysAndArgs.length; i++) args.push(keysAndArgs[i]!);
+    // one array of its final length, keys first, then the arguments (no intermediate arrays)
+    let length = batch.keyCount + 4;
+    for (const request of requests) length += 3 + request.keysAndArgs.length - request.n;
+    const keysAndArgs: string[] = new Array(length);
+    let k = 0;
+    let a = batch.keyCount;
+    keysAndArgs[a++] = 'batch';
+    keysAndArgs[a++] = nowMs;
+    keysAndArgs[a++] = minTtlMs;
+    keysAndArgs[a++] = String(requests.length);
+    for (const { operation, n, keysAndArgs: own } of requests) {
+      for (let i = 0; i < n; i++) keysAndArgs[k++] = own[i]!;
+      keysAndArgs[a++] = operation;
+      keysAndArgs[a++] = String(n);
+      keysAndArgs[a++] = String(own.length - n);
+      for (let i = n; i < own.length; i++) keysAndArgs[a++] = own[i]!;
     }
-    this.#send(keys.length, keys.concat(args)).then(
+    this.#send(batch.keyCount, keysAndArgs).then(
       (reply) => {
         if (!Array.isArray(reply) || reply.length !== requests.length) {
           const error = new StoreError(
