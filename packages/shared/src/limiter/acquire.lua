@@ -44,7 +44,8 @@ whole ms no larger than 1e15, which integers carry exactly.
 "batch" (RedisStore's batching: the requests bound for one node in one event-loop turn): ARGV[4] is
 m, the number of requests; then, per request j in arrival order: its operation ("acquire" or
 "settle"), n_j its number of keys, argc_j its number of arguments, then those argc_j arguments exactly
-as ARGV[5..] of a single call. KEYS are every request's keys, request after request. Each request is
+as ARGV[5..] of a single call; or, instead of argc_j and the arguments, "@<r>": the same arguments as
+request r < j of this batch (requests on the same limits: sent once, read where they are). KEYS are every request's keys, request after request. Each request is
 decided exactly as a call of its own would be, on the batch's one clock (the TIME read once, or
 nowMs), one after the other in order: request j sees what requests 1..j-1 wrote. Returns m replies,
 each the reply of its single call, or an error reply in its place when its own arguments are bad.
@@ -292,16 +293,27 @@ end
 local m = tonumber(ARGV[4])
 if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
 local replies = {}
+local firsts, lasts = {}, {}
 local keyBase = 0
 local i = 5
 for j = 1, m do
   local requestOperation = ARGV[i]
   local n = tonumber(ARGV[i + 1])
-  local argc = tonumber(ARGV[i + 2])
-  if not (n and argc and n >= 0 and argc >= 0 and keyBase + n <= #KEYS and i + 2 + argc <= #ARGV) then
-    return fail('bad header of request ' .. j)
+  local argcText = ARGV[i + 2]
+  if not (n and argcText and n >= 0 and keyBase + n <= #KEYS) then return fail('bad header of request ' .. j) end
+  local first, last, nextI
+  if string.byte(argcText, 1) == 64 then
+    -- '@<r>': the arguments of request r of this batch (r < j), not repeated
+    local r = tonumber(string.sub(argcText, 2))
+    if not (r and firsts[r] and r < j) then return fail('bad header of request ' .. j) end
+    first, last, nextI = firsts[r], lasts[r], i + 3
+  else
+    local argc = tonumber(argcText)
+    if not (argc and argc >= 0 and i + 2 + argc <= #ARGV) then return fail('bad header of request ' .. j) end
+    first, last = i + 3, i + 2 + argc
+    nextI = last + 1
   end
-  local first, last = i + 3, i + 2 + argc
+  firsts[j], lasts[j] = first, last
   if requestOperation == 'acquire' then
     replies[j] = acquireRequest(keyBase, n, first, last)
   elseif requestOperation == 'settle' or requestOperation == 'renew' then
@@ -310,7 +322,7 @@ for j = 1, m do
     replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
   end
   keyBase = keyBase + n
-  i = last + 1
+  i = nextI
 end
 if keyBase ~= #KEYS or i ~= #ARGV + 1 then return fail('the requests must use every key and argument') end
 return replies

@@ -28,10 +28,11 @@ import {
 import { acquireAcrossSlots, type SlotGroupCalls, settleAcrossSlots } from './redis/cross-slot.js';
 import { decisionOfReply, settledOfReply } from './redis/reply.js';
 import {
-  acquireKeysAndArgs,
+  acquireArgs,
   defineAcquireCommand,
   type ScriptChannel,
-  settleKeysAndArgs,
+  settleArgs,
+  settleKeys,
   toStoreError,
 } from './redis/script.js';
 import { UnbatchedChannel } from './redis/unbatched.js';
@@ -232,11 +233,10 @@ export class RedisStore implements Store {
     keys: readonly string[],
     nowMs: string,
   ): Promise<StoreDecision> {
-    const keysAndArgs = acquireKeysAndArgs(checks, keys);
     return this.#channel.call(
       'acquire',
-      checks.length,
-      keysAndArgs,
+      keys,
+      acquireArgs(checks),
       nowMs,
       this.#minTtlMs,
       decisionOfReply,
@@ -246,12 +246,11 @@ export class RedisStore implements Store {
 
   /** One "settle" (or, for renewals, "renew") call: `settlements` share one slot on a Cluster. */
   #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
-    const keysAndArgs = settleKeysAndArgs(settlements, this.#keyPrefix);
     const operation = settlements[0]!.renew === true ? 'renew' : 'settle';
     return this.#channel.call(
       operation,
-      settlements.length,
-      keysAndArgs,
+      settleKeys(settlements, this.#keyPrefix),
+      settleArgs(settlements),
       nowMs,
       this.#minTtlMs,
       settledOfReply,

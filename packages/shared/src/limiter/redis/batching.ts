@@ -34,9 +34,9 @@ export const MAX_BATCH_KEYS = 128;
 /** One request's script call waiting in a batch. */
 interface PendingCall {
   readonly operation: ScriptOperation;
-  /** its number of keys: `keysAndArgs` is its keys, then its per-check arguments */
-  readonly n: number;
-  readonly keysAndArgs: readonly string[];
+  readonly keys: readonly string[];
+  /** its per-check arguments: the same array for requests of the same limits (`acquireArgs`) */
+  readonly args: readonly string[];
   readonly decode: ReplyDecoder<unknown, unknown>;
   readonly context: unknown;
   readonly resolve: (decoded: unknown) => void;
@@ -89,15 +89,16 @@ export class BatchingChannel implements ScriptChannel {
 
   call<T, C>(
     operation: ScriptOperation,
-    n: number,
-    keysAndArgs: readonly string[],
+    keys: readonly string[],
+    args: readonly string[],
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
     context: C,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const route = this.#routeOf(keysAndArgs[0]!);
+      const route = this.#routeOf(keys[0]!);
+      const n = keys.length;
       let batch = this.#openBatches.get(route);
       // one batch has one clock: a call on another clock starts the next batch, in order
       if (
@@ -114,8 +115,8 @@ export class BatchingChannel implements ScriptChannel {
       }
       batch.requests.push({
         operation,
-        n,
-        keysAndArgs,
+        keys,
+        args,
         decode: decode as ReplyDecoder<unknown, unknown>,
         context,
         resolve: resolve as (decoded: unknown) => void,
@@ -151,16 +152,26 @@ export class BatchingChannel implements ScriptChannel {
     const { requests, nowMs, minTtlMs } = batch;
     if (requests.length === 1) {
       const request = requests[0]!;
-      const { operation, n, keysAndArgs } = request;
-      this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then(
+      const { operation, keys, args } = request;
+      this.#send(keys.length, singleCallArguments(operation, keys, args, nowMs, minTtlMs)).then(
         (reply) => answer(request, reply),
         request.reject,
       );
       return;
     }
-    // one array of its final length, keys first, then the arguments (no intermediate arrays)
+    // One array of its final length, keys first, then the arguments. A request whose arguments are
+    // an earlier one's (the same limits: the same array) refers back to it ('@<j>') instead of
+    // repeating them: most of a batch's arguments otherwise, each read and copied on both sides.
+    const firstUse = new Map<readonly string[], number>();
     let length = batch.keyCount + 4;
-    for (const request of requests) length += 3 + request.keysAndArgs.length - request.n;
+    for (let j = 0; j < requests.length; j++) {
+      const args = requests[j]!.args;
+      if (firstUse.has(args)) length += 3;
+      else {
+        firstUse.set(args, j + 1);
+        length += 3 + args.length;
+      }
+    }
     const keysAndArgs: string[] = new Array(length);
     let k = 0;
     let a = batch.keyCount;
@@ -168,12 +179,17 @@ export class BatchingChannel implements ScriptChannel {
     keysAndArgs[a++] = nowMs;
     keysAndArgs[a++] = minTtlMs;
     keysAndArgs[a++] = String(requests.length);
-    for (const { operation, n, keysAndArgs: own } of requests) {
-      for (let i = 0; i < n; i++) keysAndArgs[k++] = own[i]!;
+    for (let j = 0; j < requests.length; j++) {
+      const { operation, keys, args } = requests[j]!;
+      for (let i = 0; i < keys.length; i++) keysAndArgs[k++] = keys[i]!;
       keysAndArgs[a++] = operation;
-      keysAndArgs[a++] = String(n);
-      keysAndArgs[a++] = String(own.length - n);
-      for (let i = n; i < own.length; i++) keysAndArgs[a++] = own[i]!;
+      keysAndArgs[a++] = String(keys.length);
+      const first = firstUse.get(args)!;
+      if (first !== j + 1) keysAndArgs[a++] = `@${first}`;
+      else {
+        keysAndArgs[a++] = String(args.length);
+        for (let i = 0; i < args.length; i++) keysAndArgs[a++] = args[i]!;
+      }
     }
     this.#send(batch.keyCount, keysAndArgs).then(
       (reply) => {

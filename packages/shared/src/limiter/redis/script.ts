@@ -36,9 +36,10 @@ export type ReplyDecoder<T, C> = (reply: unknown, context: C) => T;
 export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promise<unknown>;
 
 /**
- * How a request's script call reaches Redis: at once, or in a batch (batching.ts). `keysAndArgs`
- * holds the request's `n` keys (one slot on a Cluster), then its per-check arguments; `nowMs` and
- * `minTtlMs` are the script's ARGV[2] and ARGV[3] ('' for Redis TIME and no floor).
+ * How a request's script call reaches Redis: at once, or in a batch (batching.ts). `keys` are the
+ * request's keys (one slot on a Cluster), `args` its per-check arguments (the same array for every
+ * request of the same limits: `acquireArgs`); `nowMs` and `minTtlMs` are the script's ARGV[2] and
+ * ARGV[3] ('' for Redis TIME and no floor).
  */
 export interface ScriptChannel {
   /**
@@ -47,8 +48,8 @@ export interface ScriptChannel {
    */
   call<T, C>(
     operation: ScriptOperation,
-    n: number,
-    keysAndArgs: readonly string[],
+    keys: readonly string[],
+    args: readonly string[],
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
@@ -69,34 +70,68 @@ export function defineAcquireCommand(client: RedisClient): void {
 /** One request's own call: its keys, the operation, the clock, the number of checks, its arguments. */
 export function singleCallArguments(
   operation: ScriptOperation,
-  n: number,
-  keysAndArgs: readonly string[],
+  keys: readonly string[],
+  args: readonly string[],
   nowMs: string,
   minTtlMs: string,
 ): string[] {
-  return [...keysAndArgs.slice(0, n), operation, nowMs, minTtlMs, String(n), ...keysAndArgs.slice(n)];
+  return [...keys, operation, nowMs, minTtlMs, String(keys.length), ...args];
 }
 
-/** An acquire's keys (`keys`, already prefixed) and, per check, its algorithm, cost and numbers. */
-export function acquireKeysAndArgs(checks: readonly LimitCheck[], keys: readonly string[]): string[] {
-  const keysAndArgs: string[] = keys.slice();
-  for (const check of checks) {
-    keysAndArgs.push(
-      check.spec.algorithm,
-      String(check.cost),
-      ...scriptArgumentsOf(check.spec, check.leaseId),
-    );
+/** The argument lists built so far, by their first check's spec (a rule set's specs live as long as it). */
+type Limits = readonly Pick<LimitCheck, 'spec' | 'cost'>[];
+const acquireArgsBySpec = new WeakMap<LimitSpec, { limits: Limits; args: readonly string[] }[]>();
+/** Most argument lists remembered per first spec (costs differ per request only with a cost rule). */
+const MAX_ARGS_PER_SPEC = 8;
+
+/**
+ * An acquire's arguments: per check its algorithm, cost and numbers. Requests of the same limits at
+ * the same costs get the same array (built once), so a batch sends it once and refers back to it;
+ * a concurrency check's slot id is per request, so its arguments are too.
+ */
+export function acquireArgs(checks: readonly LimitCheck[]): readonly string[] {
+  const n = checks.length;
+  for (let i = 0; i < n; i++) if (checks[i]!.leaseId !== undefined) return buildAcquireArgs(checks);
+  const first = checks[0]!.spec;
+  let known = acquireArgsBySpec.get(first);
+  if (known === undefined) {
+    known = [];
+    acquireArgsBySpec.set(first, known);
   }
-  return keysAndArgs;
+  for (const entry of known) if (sameLimits(entry.limits, checks)) return entry.args;
+  const args = buildAcquireArgs(checks);
+  if (known.length >= MAX_ARGS_PER_SPEC) known.shift();
+  known.push({ limits: checks.map(({ spec, cost }) => ({ spec, cost })), args });
+  return args;
 }
 
-/** A settlement's keys (`keyPrefix` + each key) and, per settlement, its algorithm, numbers and change. */
-export function settleKeysAndArgs(settlements: readonly Settlement[], keyPrefix: string): string[] {
+function sameLimits(a: Limits, b: Limits): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i]!.spec !== b[i]!.spec || a[i]!.cost !== b[i]!.cost) return false;
+  return true;
+}
+
+function buildAcquireArgs(checks: readonly LimitCheck[]): string[] {
+  const args: string[] = [];
+  for (const check of checks) {
+    args.push(check.spec.algorithm, String(check.cost), ...scriptArgumentsOf(check.spec, check.leaseId));
+  }
+  return args;
+}
+
+/** A settlement's keys: `keyPrefix` + each key. */
+export function settleKeys(settlements: readonly Settlement[], keyPrefix: string): string[] {
   const n = settlements.length;
-  const keysAndArgs: string[] = new Array(n);
-  for (let i = 0; i < n; i++) keysAndArgs[i] = keyPrefix + settlements[i]!.key;
+  const keys: string[] = new Array(n);
+  for (let i = 0; i < n; i++) keys[i] = keyPrefix + settlements[i]!.key;
+  return keys;
+}
+
+/** A settlement's arguments: per settlement its algorithm, numbers and change. */
+export function settleArgs(settlements: readonly Settlement[]): string[] {
+  const args: string[] = [];
   for (const settlement of settlements) {
-    keysAndArgs.push(
+    args.push(
       settlement.spec.algorithm,
       ...scriptArgumentsOf(settlement.spec, settlement.leaseId),
       String(settlement.delta),
@@ -104,7 +139,7 @@ export function settleKeysAndArgs(settlements: readonly Settlement[], keyPrefix:
       settlement.refundMax === undefined ? '' : String(settlement.refundMax),
     );
   }
-  return keysAndArgs;
+  return args;
 }
 
 /** Each limit's numbers as the script reads them, per spec object (a rule set's specs live as long as it). */

@@ -26,16 +26,16 @@ export class UnbatchedChannel implements ScriptChannel {
 
   call<T, C>(
     operation: ScriptOperation,
-    n: number,
-    keysAndArgs: readonly string[],
+    keys: readonly string[],
+    args: readonly string[],
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
     context: C,
   ): Promise<T> {
     if (this.#socketToCork !== undefined && !this.#corked) this.#corkUntilTurnEnds(this.#socketToCork());
-    return this.#send(n, singleCallArguments(operation, n, keysAndArgs, nowMs, minTtlMs)).then((reply) =>
-      decode(reply, context),
+    return this.#send(keys.length, singleCallArguments(operation, keys, args, nowMs, minTtlMs)).then(
+      (reply) => decode(reply, context),
     );
   }
 
