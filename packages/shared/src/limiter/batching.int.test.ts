@@ -273,6 +273,71 @@ describe('batching changes the cost, never a result', () => {
   });
 });
 
+describe("a batch's shared arguments", () => {
+  it("a request refers back to an earlier one's arguments ('@<r>'): decided on its own key, as if repeated", async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'backref', '', name)}`;
+    const bucket = ['token-bucket', '2', '5', '1', '1000', '0', 'T5/1/1000'];
+    const reply = (await batched.client.sluiceAcquire(
+      3,
+      key('p'),
+      key('q'),
+      key('p'),
+      'batch',
+      '',
+      '',
+      '3',
+      ...['acquire', '1', String(bucket.length), ...bucket],
+      ...['acquire', '1', '@1'],
+      ...['acquire', '1', '@2'],
+    )) as unknown as unknown[][];
+    // cost 2 each: p takes 2 of 5, q its own 2 of 5, p again 2 more (1 left)
+    expect(reply.map((r) => [r[0], r[1]])).toEqual([
+      [1, '3'],
+      [1, '3'],
+      [1, '1'],
+    ]);
+    // a reference to a later request, or to none, is a bad header: the whole call fails, nothing written
+    for (const ref of ['@2', '@0', '@x']) {
+      await expect(
+        batched.client.sluiceAcquire(
+          2,
+          key('r'),
+          key('s'),
+          'batch',
+          '',
+          '',
+          '2',
+          ...['acquire', '1', ref],
+          ...['acquire', '1', String(bucket.length), ...bucket],
+        ),
+      ).rejects.toThrow(/bad header of request 1/);
+    }
+    expect(await admin.exists(key('r'), key('s'))).toBe(0);
+  });
+
+  it('requests on the same limits send their arguments once per batch', async () => {
+    const spec = { algorithm: 'token-bucket', capacity: 10, refill: 1, periodMs: 1_000, maxDebt: 0 } as const;
+    const sent: string[][] = [];
+    const monitor = await admin.duplicate().monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'evalsha' && args.includes(`${PREFIX}${limitKey('', 'once', '', 'c0')}`))
+        sent.push(args);
+    });
+    const decisions = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        batched.acquire([{ key: limitKey('', 'once', '', `c${i}`), spec, cost: 1 }]),
+      ),
+    );
+    expect(decisions.every((d) => d.allowed && d.limits[0]!.level === 9)).toBe(true);
+    await sleep(100);
+    monitor.disconnect();
+    expect(sent).toHaveLength(1);
+    // one copy of the bucket's numbers, then four back-references to request 1
+    expect(sent[0]!.filter((arg) => arg === 'token-bucket')).toHaveLength(1);
+    expect(sent[0]!.filter((arg) => arg === '@1')).toHaveLength(4);
+  });
+});
+
 describe('a failed batch', () => {
   let server: ChildProcess | undefined;
   let port = 0;
