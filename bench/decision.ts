@@ -1,0 +1,175 @@
+// One exact decision in process, without HTTP: the decision core (rule match, client key, checks)
+// behind the store policy, on the in-process store and on Redis (batched, CONCURRENCY decisions in
+// flight so that a batch holds that many), with what each costs this process: CPU µs and bytes
+// allocated per decision (V8's sampling heap profiler, counting what the GC already collected too).
+// It is the gateway's own share of a limited request minus the HTTP work, read far more steadily than
+// through HTTP (issue "the hot path's price": allocation-lean exact path).
+//
+// BENCH_DECISIONS (100000) per scenario and round, BENCH_ROUNDS (3) rounds, medians.
+// BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist decides with that build too, in the
+// same rounds (its own key prefix on the same Redis): a before/after in one run.
+import { Session } from 'node:inspector/promises';
+import { pathToFileURL } from 'node:url';
+import type { RequestFacts, Rule, RuleInput } from '../packages/shared/src/index.js';
+import * as shared from '../packages/shared/src/index.js';
+import * as sharedRedis from '../packages/shared/src/redis.js';
+import { cpuMs } from './_lib/cpu-time.js';
+import { pinSelf, Stack } from './_lib/stack.js';
+
+pinSelf();
+
+const DECISIONS = Number(process.env.BENCH_DECISIONS ?? 100_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = 16;
+const CLIENTS = 64;
+
+type Shared = typeof shared;
+type SharedRedis = typeof sharedRedis;
+const builds: { label: string; lib: Shared; redisLib: SharedRedis }[] = [
+  { label: 'this build', lib: shared, redisLib: sharedRedis },
+];
+if (process.env.BENCH_BASELINE_SHARED) {
+  const dist = process.env.BENCH_BASELINE_SHARED;
+  builds.push({
+    label: 'baseline',
+    lib: (await import(pathToFileURL(`${dist}/index.js`).href)) as Shared,
+    redisLib: (await import(pathToFileURL(`${dist}/redis.js`).href)) as SharedRedis,
+  });
+}
+
+const ruleInput: RuleInput = {
+  name: 'bench-admit',
+  match: { path: '/ok/**' },
+  limit: { capacity: 1e9, refill: 1e9, period: '1s' },
+};
+
+/** One request's facts, one class for all (as the gateway's request context). */
+class Facts implements RequestFacts {
+  readonly method = 'GET';
+  readonly host = undefined;
+  constructor(
+    readonly path: string,
+    readonly ip: string,
+  ) {}
+  header() {
+    return undefined;
+  }
+  joinedHeader() {
+    return undefined;
+  }
+  clientIp() {
+    return this.ip;
+  }
+  claims() {
+    return undefined;
+  }
+}
+const facts = Array.from({ length: CLIENTS }, (_, i) => new Facts('/ok/item', `10.0.${i >> 8}.${i & 255}`));
+
+const stack = new Stack({ tsx: [], profiledTsx: [], gateway: [] });
+const redis = await stack.startRedis();
+
+interface Scenario {
+  name: string;
+  decide: (i: number) => unknown;
+  close: () => Promise<void>;
+}
+const scenarios: Scenario[] = [];
+for (const { label, lib, redisLib } of builds) {
+  const rule = {
+    ...lib.withDefaults(ruleInput),
+    id: '00000000-0000-4000-8000-000000000001',
+    version: 1,
+    createdAt: '2026-01-01T00:00:00.000Z',
+    updatedAt: '2026-01-01T00:00:00.000Z',
+  } as Rule;
+  for (const kind of ['in-process store', 'Redis, batched'] as const) {
+    const primary =
+      kind === 'in-process store'
+        ? new lib.MemoryStore({})
+        : new redisLib.RedisStore(redis.url, { keyPrefix: `${label === 'baseline' ? 'b' : 'n'}:` });
+    if (primary instanceof redisLib.RedisStore) await primary.ready();
+    const store = new lib.GuardedStore({
+      primary,
+      policy: 'open',
+      local: kind === 'in-process store' ? primary : undefined,
+      log: { info() {}, error() {} },
+    });
+    const core = new lib.DecisionCore({ store });
+    core.setRules(lib.compileRules([rule]));
+    scenarios.push({
+      name: `${kind}\t${label}`,
+      decide: (i) => core.decide(facts[i % CLIENTS]!),
+      close: () => primary.close(),
+    });
+  }
+}
+
+async function drive(scenario: Scenario, decisions: number): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < decisions) {
+      const decision = (await scenario.decide(next++)) as { kind: string; allowed?: boolean };
+      if (decision.kind !== 'limited' || decision.allowed !== true)
+        throw new Error(`not admitted: ${decision.kind}`);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+}
+
+const session = new Session();
+session.connect();
+/** Bytes allocated while `run` runs, collected or not (sampled every 1 KB). */
+async function allocatedBytes(run: () => Promise<void>): Promise<number> {
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 1024,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  } as never);
+  await run();
+  const { profile } = (await session.post('HeapProfiler.stopSampling')) as {
+    profile: { head: SampledNode };
+  };
+  let total = 0;
+  const walk = (node: SampledNode) => {
+    total += node.selfSize;
+    for (const child of node.children) walk(child);
+  };
+  walk(profile.head);
+  return total;
+}
+interface SampledNode {
+  selfSize: number;
+  children: SampledNode[];
+}
+
+const samples = new Map<string, { us: number; bytes: number }[]>();
+for (const scenario of scenarios) await drive(scenario, 20_000); // warm-up
+for (let round = 0; round < ROUNDS; round++) {
+  for (const scenario of scenarios) {
+    const before = process.cpuUsage();
+    await drive(scenario, DECISIONS);
+    const used = process.cpuUsage(before);
+    const bytes = await allocatedBytes(() => drive(scenario, DECISIONS / 4));
+    const list = samples.get(scenario.name) ?? [];
+    list.push({ us: (used.user + used.system) / DECISIONS, bytes: bytes / (DECISIONS / 4) });
+    samples.set(scenario.name, list);
+  }
+}
+const redisCpuMs = cpuMs(redis.child.pid);
+for (const scenario of scenarios) await scenario.close();
+await stack.stop();
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+console.log(
+  `${DECISIONS} decisions per scenario and round (${CONCURRENCY} in flight, ${CLIENTS} clients), ${ROUNDS} rounds, medians; this process's CPU (Redis's own: ${redisCpuMs} ms in all)\n`,
+);
+console.log('| store | build | CPU µs / decision | bytes allocated / decision |');
+console.log('| --- | --- | ---: | ---: |');
+for (const [name, list] of samples) {
+  const [store, label] = name.split('\t');
+  console.log(
+    `| ${store} | ${label} | ${median(list.map((s) => s.us)).toFixed(2)} | ${median(list.map((s) => s.bytes)).toFixed(0)} |`,
+  );
+}
+process.exit(0);
