@@ -45,21 +45,34 @@ function connectionTokens(value: string | string[] | undefined): string[] {
 
 export type ReplyHooks = NonNullable<FastifyHttpProxyOptions['replyOptions']>;
 
+/**
+ * Deletes the names that are there. A `delete` is a call into V8's runtime even for a name that is
+ * absent, and most of these never are present: a read first is the cheap way (ten names each way
+ * on every request).
+ */
+function dropPresent(headers: Record<string, unknown>, names: readonly string[]): void {
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i]!;
+    if (headers[name] !== undefined) delete headers[name];
+  }
+}
+
 export const stripRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
   // reply-from already dropped `connection` and the names it lists (from a copy of the headers)
-  for (const name of connectionTokens(request.headers.connection)) delete headers[name];
-  for (const name of HOP_BY_HOP_REQUEST) delete headers[name];
+  const listed = request.headers.connection;
+  if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
+  dropPresent(headers, HOP_BY_HOP_REQUEST);
   // A body the gateway does not forward (GET/HEAD, or none parsed) must not be announced upstream.
-  if (request.body == null) delete headers['content-length'];
+  if (request.body == null && headers['content-length'] !== undefined) delete headers['content-length'];
   return headers;
 };
 
 export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (headers, request) => {
   const listed = headers.connection;
   if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
-  for (const name of HOP_BY_HOP_RESPONSE) delete headers[name];
+  dropPresent(headers, HOP_BY_HOP_RESPONSE);
   // the client gets the request's id as the gateway set it (the upstream was sent the same one)
-  delete headers['x-request-id'];
+  if (headers['x-request-id'] !== undefined) delete headers['x-request-id'];
   const context = request?.sluice;
   if (context?.limited) {
     // a shadow rule sends none of its own, so the upstream's pass as if no rule applied
