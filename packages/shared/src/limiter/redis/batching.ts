@@ -20,8 +20,8 @@ import {
 
 /**
  * Most requests in one batched script call. Redis runs a script alone: nothing else is served while it
- * runs, so a batch must stay short. A one-limit request costs Redis about 10 µs inside the script
- * (bench/gateway.ts, CPU column), so 64 of them hold Redis well under a millisecond, while a gateway
+ * runs, so a batch must stay short. A one-limit request costs Redis about 8 µs inside the script
+ * (bench/script.ts, in batches of 16), so 64 of them hold Redis well under a millisecond, while a gateway
  * at full speed rarely has more than a few dozen decisions waiting in one turn anyway.
  */
 export const MAX_BATCH_REQUESTS = 64;
