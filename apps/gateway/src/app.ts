@@ -38,7 +38,7 @@ import { registerRequestContext } from './http/request-context.js';
 import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
 import { limitHeaderCount, routeConnects } from './http/request-line.js';
 import { rewriteTarget } from './http/target.js';
-import { isUpstreamSilence, registerUpstreams } from './http/upstreams.js';
+import { registerUpstreams } from './http/upstreams.js';
 import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
 import { GatewayHeartbeat } from './limiter/heartbeat.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
@@ -166,7 +166,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   const verifier = createVerifier(config, metrics, log, deps);
   proxy.addHook('onRequest', identityHook({ core: limiter.core, verifier, metrics }));
   proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
-  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes, config.upstreamTimeoutMs));
+  proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
   const upstreamsRegistered = registerUpstreams(proxy, {
     upstreams: config.upstreams,
     upstreamTimeoutMs: config.upstreamTimeoutMs,
@@ -299,30 +299,14 @@ function createProxyListener(
   return proxy;
 }
 
-/**
- * Fastify's own errors (a Content-Length it cannot read, a body over the limit), and an upstream body
- * that failed before the response started, as answers with our codes.
- */
-function answerFastifyErrors(bodyLimitBytes: number, upstreamTimeoutMs: number) {
+/** Fastify's own errors (a Content-Length it cannot read, a body over the limit) as answers with our codes. */
+function answerFastifyErrors(bodyLimitBytes: number) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
     const statusCode = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
     const details = { requestId: request.id };
     // the upstream's response headers may be on the reply already: the answer is the gateway's JSON
     reply.removeHeader('content-length');
     reply.type('application/json; charset=utf-8');
-    if (isUpstreamSilence(error)) {
-      request.sluice?.exchange?.failed(504);
-      reply
-        .code(504)
-        .send(
-          errorBody(
-            'SLUICE_UPSTREAM_TIMEOUT',
-            `the upstream sent nothing within ${upstreamTimeoutMs} ms`,
-            details,
-          ),
-        );
-      return;
-    }
     if (statusCode >= 500) {
       request.log.error({ err: error }, 'request failed');
       reply.code(500).send(errorBody('SLUICE_INTERNAL', 'internal gateway error', details));

@@ -340,6 +340,26 @@ describe('forwarding', () => {
     expect(answer.headers['x-kept']).toBe('yes');
   });
 
+  it("passes the upstream's header lines as it wrote them: repeated lines stay apart, an interim 103 is not relayed", async () => {
+    const query =
+      '?set=set-cookie:a%3D1&set=set-cookie:b%3D2&set=x-multi:one&set=x-multi:two&hint=%3C%2Fstyle.css%3E';
+    for (const request of [
+      // a GET: the gateway's own headers and the upstream's lines go out as one list
+      `GET /free/lines${query} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`,
+      // a POST still sending its body when admitted: its id is on Node's response already
+      `POST /free/lines${query} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`,
+    ]) {
+      const answer = await rawHttp(gw.port, request);
+      expect(answer.status, request).toBe(200);
+      const head = answer.text.slice(0, answer.text.indexOf('\r\n\r\n')).toLowerCase();
+      expect(head.startsWith('http/1.1 200'), head).toBe(true);
+      expect(head.match(/^set-cookie: .*$/gm)).toEqual(['set-cookie: a=1', 'set-cookie: b=2']);
+      expect(head.match(/^x-multi: .*$/gm)).toEqual(['x-multi: one', 'x-multi: two']);
+      expect(head.match(/^x-request-id: .*$/gm)).toHaveLength(1);
+      expect(answer.text).not.toContain('103');
+    }
+  });
+
   it('the upstream cannot override the gateway RateLimit headers of a limited request', async () => {
     const answer = await get('/everyone/hdr?set=ratelimit:fake&set=ratelimit-policy:fake');
     expect(answer.status).toBe(429);

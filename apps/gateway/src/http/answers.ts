@@ -19,7 +19,7 @@ export function refuse(
     .send(errorBody(code, message, { ...details, requestId: reply.request.id }));
 }
 
-/** A reply of the proxy listener, or the one @fastify/http-proxy hands its error hook (typed for any server). */
+/** What a 413 needs of a reply (the proxy listener's). */
 interface AnyReply {
   readonly request: { readonly id: string };
   header(name: string, value: string): unknown;

@@ -24,7 +24,7 @@ const FORWARDING_HEADERS = [
   'x-forwarded-port',
 ] as const;
 
-/** The outgoing request's headers (reply-from's and ws' shape). */
+/** The outgoing request's headers (undici's and ws' shape). */
 export type OutgoingHeaders = Record<string, string | string[] | number | undefined>;
 
 export interface ForwardingOptions {

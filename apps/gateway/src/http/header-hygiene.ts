@@ -4,7 +4,9 @@
  * never the upstream's, nor the upstream's charge header (it is the gateway's to read: it feeds the
  * request's exchange), and every response the gateway's own X-Request-Id.
  */
-import type { FastifyHttpProxyOptions } from '@fastify/http-proxy';
+import type { FastifyRequest } from 'fastify';
+import type { OutgoingHeaders } from './forwarding.js';
+import type { RequestContext } from './request-context.js';
 
 /** Request headers that describe this hop only (RFC 9110 §7.6.1), never forwarded upstream. */
 const HOP_BY_HOP_REQUEST = [
@@ -43,8 +45,6 @@ function connectionTokens(value: string | string[] | undefined): string[] {
     .filter((t) => t !== '');
 }
 
-export type ReplyHooks = NonNullable<FastifyHttpProxyOptions['replyOptions']>;
-
 /**
  * Deletes the names that are there. A `delete` is a call into V8's runtime even for a name that is
  * absent, and most of these never are present: a read first is the cheap way (ten names each way
@@ -57,23 +57,27 @@ function dropPresent(headers: Record<string, unknown>, names: readonly string[])
   }
 }
 
-export const stripRequestHeaders: NonNullable<ReplyHooks['rewriteRequestHeaders']> = (request, headers) => {
-  // reply-from already dropped `connection` and the names it lists (from a copy of the headers)
+/** The client's request headers (a copy) as the upstream may see them: this hop's own names dropped. */
+export function stripRequestHeaders(request: FastifyRequest, headers: OutgoingHeaders): OutgoingHeaders {
   const listed = request.headers.connection;
   if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
   dropPresent(headers, HOP_BY_HOP_REQUEST);
   // A body the gateway does not forward (GET/HEAD, or none parsed) must not be announced upstream.
   if (request.body == null && headers['content-length'] !== undefined) delete headers['content-length'];
   return headers;
-};
+}
 
-export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (headers, request) => {
+/** The upstream's response headers (a parsed copy: a refused WebSocket handshake's) as the client may see them. */
+export function stripResponseHeaders(
+  headers: Record<string, string | string[] | undefined>,
+  request: FastifyRequest,
+): Record<string, string | string[] | undefined> {
   const listed = headers.connection;
   if (listed !== undefined) for (const name of connectionTokens(listed)) delete headers[name];
   dropPresent(headers, HOP_BY_HOP_RESPONSE);
   // the client gets the request's id as the gateway set it (the upstream was sent the same one)
   if (headers['x-request-id'] !== undefined) delete headers['x-request-id'];
-  const context = request?.sluice;
+  const context = request.sluice;
   if (context?.limited) {
     // a shadow rule sends none of its own, so the upstream's pass as if no rule applied
     if (!context.shadow) {
@@ -89,4 +93,55 @@ export const stripResponseHeaders: NonNullable<ReplyHooks['rewriteHeaders']> = (
     }
   }
   return headers;
-};
+}
+
+const HOP_BY_HOP_RESPONSE_NAMES = new Set(HOP_BY_HOP_RESPONSE);
+
+/**
+ * The upstream's response header lines (undici's raw name/value pairs) as the client may see them,
+ * flat (`[name, value, …]`, names in lower case, repeated lines kept): the same rules as
+ * `stripResponseHeaders`, read in one pass over the bytes undici parsed, without a header object.
+ * Bytes are read as latin1, which Node writes back unchanged.
+ */
+export function responseLines(raw: readonly Buffer[], context: RequestContext | null): string[] {
+  const lines: string[] = [];
+  const limited = context?.limited === true;
+  const ownLimits = limited && !context!.shadow;
+  const exchange = limited ? context!.exchange : undefined;
+  const chargeHeader = exchange?.rule.charge?.header;
+  let listed: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1').toLowerCase();
+    const value = raw[i + 1]!.toString('latin1');
+    if (name === 'connection') {
+      listed = listed === undefined ? connectionTokens(value) : listed.concat(connectionTokens(value));
+      continue;
+    }
+    if (HOP_BY_HOP_RESPONSE_NAMES.has(name) || name === 'x-request-id') continue;
+    if (ownLimits && (name === 'ratelimit' || name === 'ratelimit-policy')) continue;
+    if (name === chargeHeader) {
+      const seen = exchange!.chargeHeader;
+      exchange!.chargeHeader = seen === undefined ? value : ([] as string[]).concat(seen, value);
+      continue;
+    }
+    lines.push(name, value);
+  }
+  if (listed === undefined) return lines;
+  // most upstreams list only `keep-alive`, dropped already
+  const more = listed.filter((name) => !HOP_BY_HOP_RESPONSE_NAMES.has(name));
+  if (more.length === 0) return lines;
+  const kept: string[] = [];
+  for (let i = 0; i < lines.length; i += 2) {
+    if (!more.includes(lines[i]!)) kept.push(lines[i]!, lines[i + 1]!);
+  }
+  return kept;
+}
+
+/** Header lines with the characters Node refuses in a value taken out (an upstream's broken line still passes). */
+export function sanitizedLines(lines: readonly string[]): string[] {
+  const clean: string[] = [];
+  for (let i = 0; i < lines.length; i += 2) {
+    clean.push(lines[i]!, lines[i + 1]!.replace(/[^\t\x20-\x7E\x80-\xFF]/g, ''));
+  }
+  return clean;
+}

@@ -1,8 +1,9 @@
 /**
  * A real upstream on port 0: answers every request with a JSON echo of what it received (method,
  * url, headers, body size) and counts hits. `/slow/...` waits `?ms=` before answering; `/headers/...`
- * answers with extra response headers given as `?set=name:value` (to test hop-by-hop stripping), and
- * `?status=` sets the status code.
+ * answers with extra response headers given as `?set=name:value` (to test hop-by-hop stripping; a
+ * name given twice is two header lines), `?status=` sets the status code, and `?hint=<link>` sends a
+ * 103 Early Hints with that Link first.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -35,17 +36,15 @@ export async function startUpstream(): Promise<Upstream> {
       received.push(entry);
       const url = new URL(req.url ?? '/', 'http://upstream');
       const answer = () => {
-        const extra: Record<string, string> = {};
+        const body = JSON.stringify(entry);
+        const lines = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))];
         for (const pair of url.searchParams.getAll('set')) {
           const colon = pair.indexOf(':');
-          extra[pair.slice(0, colon)] = pair.slice(colon + 1);
+          lines.push(pair.slice(0, colon), pair.slice(colon + 1));
         }
-        const body = JSON.stringify(entry);
-        res.writeHead(Number(url.searchParams.get('status') ?? 200), {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-          ...extra,
-        });
+        const hint = url.searchParams.get('hint');
+        if (hint !== null) res.writeEarlyHints({ link: hint });
+        res.writeHead(Number(url.searchParams.get('status') ?? 200), lines);
         res.end(body);
       };
       if (url.pathname === '/slow' || url.pathname.startsWith('/slow/'))
