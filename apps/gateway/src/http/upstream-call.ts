@@ -143,8 +143,8 @@ class UpstreamCall {
   /** why the call was aborted before undici gave it a connection */
   #abortReason: Error | undefined = undefined;
   #timer: NodeJS.Timeout | undefined = undefined;
-  /** the request body is still on its way: the timer is armed at its end */
-  #awaitingBody = false;
+  /** while the request body is still on its way: arms the timer at its end */
+  #armAtEnd: (() => void) | undefined = undefined;
   /** the upstream's status, once its headers came */
   #status = 0;
   #lines: string[] | undefined = undefined;
@@ -164,13 +164,20 @@ class UpstreamCall {
     const context = this.#context;
     // a held exchange's context aborts the call when the client goes away; any other is watched here
     if (context?.exchange !== undefined) context.upstreamStarted(this);
-    else this.#response.once('close', this.#clientClosed);
+    // (`on`, not `once`: the response closes once, and a once-wrapper per request is not free)
+    else
+      this.#response.on('close', () => {
+        if (!this.#over) this.abort();
+      });
     const raw = this.#request.raw;
     // the upstream's time starts once the whole request is on its way (a slow upload is the client's
     // time); a body is read to its end only as it is forwarded
     if (raw.complete || !hasBody(raw)) this.#arm();
     else {
-      this.#awaitingBody = true;
+      this.#armAtEnd = () => {
+        this.#armAtEnd = undefined;
+        if (this.#status === 0 && !this.#over) this.#arm();
+      };
       raw.once('end', this.#armAtEnd);
     }
   }
@@ -182,22 +189,16 @@ class UpstreamCall {
     else this.#abortReason ??= reason;
   }
 
-  readonly #clientClosed = (): void => {
-    if (!this.#over) this.abort();
-  };
-
-  readonly #armAtEnd = (): void => {
-    this.#awaitingBody = false;
-    if (this.#status === 0 && !this.#over) this.#arm();
-  };
-
   #arm(): void {
     this.#timer = setTimeout(timedOut, this.#target.timeoutMs, this);
   }
 
   #stopClock(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    if (this.#awaitingBody) this.#request.raw.off('end', this.#armAtEnd);
+    if (this.#armAtEnd !== undefined) {
+      this.#request.raw.off('end', this.#armAtEnd);
+      this.#armAtEnd = undefined;
+    }
   }
 
   // undici's handler (Dispatcher.DispatchHandler, the form its core calls without a wrapper)
