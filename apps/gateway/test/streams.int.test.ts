@@ -3,13 +3,15 @@
  * as it arrives; a concurrency slot is renewed for as long as its exchange runs, so a stream lasting
  * three slot lifetimes still keeps `max` at the upstream; a client that goes away gets its upstream
  * request aborted, and its slot back only once that abort is done, so aborting clients never put more
- * than `max` requests at the upstream. Measured at the upstream, per client key.
+ * than `max` requests at the upstream. A request no rule limits is aborted upstream when its client
+ * goes away too, and a client that reads slowly slows the upstream down instead of the gateway
+ * buffering the difference. Measured at the upstream, per client key.
  *
  * Slots here live UPSTREAM_TIMEOUT_MS (400 ms) + 200 ms (the margin is shortened for the test; it is
  * 5 s in production), so a renewal comes every 200–300 ms.
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -28,6 +30,10 @@ interface MeasuringUpstream {
   mostInFlight(key: string): number;
   received(key: string): number;
   abandoned(key: string): number;
+  /** ms from the arrival of the key's last abandoned request to its connection closing */
+  abandonedAfterMs(key: string): number | undefined;
+  /** body bytes the upstream has written so far (`/big/...`) */
+  written(key: string): number;
   close(): Promise<void>;
 }
 
@@ -37,9 +43,12 @@ async function startMeasuringUpstream(): Promise<MeasuringUpstream> {
   const most = new Map<string, number>();
   const received = new Map<string, number>();
   const abandoned = new Map<string, number>();
+  const written = new Map<string, number>();
+  const abandonedAfterMs = new Map<string, number>();
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://upstream');
     const key = String(req.headers['x-api-key']);
+    const arrivedAt = performance.now();
     count(received, key);
     count(current, key);
     most.set(key, Math.max(most.get(key) ?? 0, current.get(key)!));
@@ -47,7 +56,10 @@ async function startMeasuringUpstream(): Promise<MeasuringUpstream> {
     res.on('close', () => {
       clearInterval(timer);
       count(current, key, -1);
-      if (!res.writableFinished) count(abandoned, key);
+      if (!res.writableFinished) {
+        count(abandoned, key);
+        abandonedAfterMs.set(key, performance.now() - arrivedAt);
+      }
     });
     req.resume();
     if (url.pathname.startsWith('/sse')) {
@@ -67,6 +79,28 @@ async function startMeasuringUpstream(): Promise<MeasuringUpstream> {
       }, firstMs);
       return;
     }
+    if (url.pathname.startsWith('/big')) {
+      // `?mib=`: that many MiB, written only as fast as the connection takes them
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      let left = Number(url.searchParams.get('mib') ?? 1) * 16;
+      res.writeHead(200, {
+        'content-type': 'application/octet-stream',
+        'content-length': left * chunk.length,
+      });
+      const pump = () => {
+        while (left > 0) {
+          left--;
+          count(written, key, chunk.length);
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      pump();
+      return;
+    }
     timer = setTimeout(() => res.end('done'), Number(url.searchParams.get('ms') ?? 0));
   });
   server.keepAliveTimeout = 5_000;
@@ -77,6 +111,8 @@ async function startMeasuringUpstream(): Promise<MeasuringUpstream> {
     mostInFlight: (key) => most.get(key) ?? 0,
     received: (key) => received.get(key) ?? 0,
     abandoned: (key) => abandoned.get(key) ?? 0,
+    written: (key) => written.get(key) ?? 0,
+    abandonedAfterMs: (key) => abandonedAfterMs.get(key),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -260,4 +296,48 @@ describe('abandoned exchanges', () => {
     expect(upstream.received(key)).toBeGreaterThan(3);
     expect(upstream.abandoned(key)).toBe(upstream.received(key));
   }, 20_000);
+});
+
+describe('what a proxy owes its upstream', () => {
+  it('a client that goes away from a request no rule limits: its upstream request is aborted too', async () => {
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port: gw.port,
+      path: '/plain/x?ms=3000',
+      headers: { 'x-api-key': 'gone-unlimited' },
+      agent: false,
+    });
+    req.on('error', () => {});
+    req.end();
+    await waitFor(() => upstream.received('gone-unlimited') === 1, 2_000, 'the request at the upstream');
+    req.destroy();
+    await waitFor(() => upstream.abandoned('gone-unlimited') === 1, 1_500, 'the upstream request aborted');
+    // when the client left (it leaves within a poll of the request's arrival), not at UPSTREAM_TIMEOUT_MS (400 ms)
+    expect(upstream.abandonedAfterMs('gone-unlimited')).toBeLessThan(300);
+  });
+
+  it('a client that reads slowly slows the upstream down (nothing piles up in the gateway), then gets every byte', async () => {
+    const MIB = 64;
+    const socket = connect(gw.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.pause();
+    socket.write(
+      `GET /big/x?mib=${MIB} HTTP/1.1\r\nHost: t\r\nX-Api-Key: slow-reader\r\nConnection: close\r\n\r\n`,
+    );
+    await waitFor(() => upstream.written('slow-reader') > 0, 2_000, 'the upstream writing');
+    await sleep(800);
+    // socket buffers on the way hold a few MiB at most: the rest waits at the upstream
+    const writtenWhilePaused = upstream.written('slow-reader');
+    expect(writtenWhilePaused).toBeLessThan((MIB / 2) * 1024 * 1024);
+    let received = 0;
+    socket.on('data', (data: Buffer) => {
+      received += data.length;
+    });
+    socket.resume();
+    await new Promise((resolve) => socket.once('close', resolve));
+    // the head, then exactly the body
+    expect(received).toBeGreaterThan(MIB * 1024 * 1024);
+    expect(received).toBeLessThan(MIB * 1024 * 1024 + 1024);
+    expect(upstream.written('slow-reader')).toBe(MIB * 1024 * 1024);
+  });
 });
