@@ -4,6 +4,8 @@
 // connections, one warm-up, BENCH_ROUNDS interleaved rounds of BENCH_SECONDS (bare, concurrency,
 // charged), medians. EVALSHA per response from Redis `INFO commandstats` around each round: a
 // concurrency rule takes 2 (take the slot, give it back), a charged rule 2 (admission, settlement).
+// Beside req/s, what each request costs: CPU µs per response of the proxy process and of Redis (from
+// /proc, on the shared server CPU) and Redis data commands per response (inside scripts included).
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_CPU_PROF=<dir> (write V8
 // CPU profiles of the gateway and the bare proxy there; slows both), BENCH_SERVER_NODE_FLAGS (extra
@@ -68,26 +70,42 @@ const fmt = (n: number, d = 0) => n.toFixed(d);
 const bareRps = median(scenarios.bare.map((r) => r.rps));
 const evalshaPer = (runs: RoundResult[]) =>
   sum(runs.map((r) => r.evalshaPerResponse * r.responses)) / sum(runs.map((r) => r.responses));
+const commandsPer = (runs: RoundResult[]) =>
+  sum(runs.map((r) => r.commandsPerResponse * r.responses)) / sum(runs.map((r) => r.responses));
+// CPU µs per response of the proxy process and of Redis, medians of the rounds (the issue's measure)
+const proxyUs = (runs: RoundResult[]) => median(runs.map((r) => r.cpuUs.proxy));
+const redisUs = (runs: RoundResult[]) => median(runs.map((r) => r.cpuUs.redis));
+const bareUs = proxyUs(scenarios.bare) + redisUs(scenarios.bare);
 console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s, ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
-console.log('| scenario | req/s (median) | vs bare | target | EVALSHA per response | non-2xx or failed |');
-console.log('| --- | ---: | ---: | --- | ---: | ---: |');
-console.log(`| bare @fastify/http-proxy | ${fmt(bareRps)} | 1.00 | | | |`);
-for (const [label, key] of [
-  ['gateway, concurrency rule (take + give back)', 'slots'],
-  ['gateway, charged rule (admit + settle)', 'charged'],
+console.log(
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | req/s (median) | vs bare | target | EVALSHA per response | non-2xx or failed |',
+);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |');
+console.log(
+  `| bare @fastify/http-proxy | ${fmt(proxyUs(scenarios.bare))} | ${fmt(redisUs(scenarios.bare))} | | | ${fmt(bareRps)} | 1.00 | | | |`,
+);
+for (const [label, key, target] of [
+  ['gateway, concurrency rule (take + give back)', 'slots', '≤ bare + 20 µs, ≤ 4 commands'],
+  ['gateway, charged rule (admit + settle)', 'charged', ''],
 ] as const) {
   const runs = scenarios[key];
   const rps = median(runs.map((r) => r.rps));
   const other = sum(runs.map((r) => r.responses - r.status2xx + r.errors));
+  const over = proxyUs(runs) + redisUs(runs) - bareUs;
   console.log(
-    `| ${label} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ≥ 0.70 | ${fmt(evalshaPer(runs), 3)} | ${other} |`,
+    `| ${label} | ${fmt(proxyUs(runs))} | ${fmt(redisUs(runs))} | ${over >= 0 ? '+' : ''}${fmt(over)} | ${fmt(commandsPer(runs), 2)} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${target} | ${fmt(evalshaPer(runs), 3)} | ${other} |`,
   );
 }
 console.log(
   `\nper-round req/s: ${(['bare', 'slots', 'charged'] as const)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
+    .join('; ')}`,
+);
+console.log(
+  `per-round proxy CPU µs/req: ${(['bare', 'slots', 'charged'] as const)
+    .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.cpuUs.proxy)).join(' / ')}`)
     .join('; ')}`,
 );
 if (loadAtStart > 0.5)
