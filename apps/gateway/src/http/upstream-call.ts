@@ -26,6 +26,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Dispatcher, errors, type Pool } from 'undici';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { refuseBodyTooLarge } from './answers.js';
 import { errorBody, GatewayError } from './errors.js';
 import { type ForwardingOptions, type OutgoingHeaders, setForwardingHeaders } from './forwarding.js';
@@ -72,13 +73,6 @@ function findStatus(error: unknown): number | undefined {
   return undefined;
 }
 
-/** Counters of one upstream's failures (metrics.ts, `sluice_upstream_errors_total`). */
-export interface UpstreamErrorCounters {
-  unreachable: { inc(): void };
-  timeout: { inc(): void };
-  error: { inc(): void };
-}
-
 /** What every call to one UPSTREAMS entry shares. */
 export interface UpstreamTarget {
   /** how the entry is named in metrics and messages */
@@ -90,7 +84,8 @@ export interface UpstreamTarget {
   timeoutMs: number;
   bodyLimitBytes: number;
   forwarding: ForwardingOptions;
-  errors: UpstreamErrorCounters;
+  /** its `sluice_upstream_errors_total` counters */
+  errors: ReturnType<GatewayMetrics['upstreamErrorCounters']>;
 }
 
 /**
@@ -126,7 +121,6 @@ export function forward(request: FastifyRequest, reply: FastifyReply, target: Up
     path: raw.url ?? '/',
     headers: upstreamHeaders(request, target) as Dispatcher.DispatchOptions['headers'],
     body,
-    headersTimeout: target.timeoutMs + BACKSTOP_MS,
   };
   call.start();
   target.pool.dispatch(options, call as Dispatcher.DispatchHandler);
