@@ -30,16 +30,18 @@ matters: SET PX, DEL when it no longer does, no expiry for waits of MAX_WAIT_MS 
 nothing at all is written.
 
 "settle": each settlement applied to its key in order (see each snippet's "settle"): one script call
-gives back a request's slots and settles its cost difference. Returns 2 values per settlement: level
-('%.17g') and resetMs (whole ms); '0' and -1 for a settlement dropped because its key's state was
-written under another version of the limit (an edit since the admission: state-tag.ts). "renew" is the same with each snippet's "renew" instead of its
+gives back a request's slots and settles its cost difference. Replies one string, 2 values per
+settlement separated by single spaces: level ('%.17g') and resetMs (whole ms); '0' and '-1' for a
+settlement dropped because its key's state was written under another version of the limit (an edit
+since the admission: state-tag.ts). "renew" is the same with each snippet's "renew" instead of its
 "settle", and replies the same way.
 
-"acquire" returns 4 values per check, then the decision's clock ('%.17g' ms), in order: allowed (1|0: this limit alone would admit), level ('%.17g'
-string: token bucket balance, sliding window estimate, after the decision), retryAfterMs (whole ms,
-0 when this limit admits), resetMs (whole ms until the whole quota is back with no further traffic).
-Lua numbers returned to Redis are truncated to integers, hence the level as a string; the waits are
-whole ms no larger than 1e15, which integers carry exactly.
+"acquire" replies one string: 4 values per check, then the decision's clock ('%.17g' ms), separated
+by single spaces, in order: allowed (1|0: this limit alone would admit), level ('%.17g': token
+bucket balance, sliding window estimate, after the decision), retryAfterMs (whole ms, 0 when this
+limit admits), resetMs (whole ms until the whole quota is back with no further traffic). One string
+rather than an array: Redis converts a reply element by element, and that was a tenth of a decision's
+cost (issue 16). The waits are whole ms no larger than 1e15, written with '%d'.
 
 "batch" (RedisStore's batching: the requests bound for one node in one event-loop turn): ARGV[4] is
 m, the number of requests; then, per request j in arrival order: its operation ("acquire" or
@@ -55,8 +57,25 @@ Needs Redis >= 5: TIME followed by writes is allowed because scripts replicate t
 default since 5, the only mode since 7).
 ]]
 
+--[[
+An algorithm (algorithms/<name>/<name>.lua) registers a factory: ALGORITHMS['<name>'] = function()
+... return { ... } end. The script builds an algorithm the first time a call names it (building every
+one on every call cost more than a decision). What the factory returns:
+  arity     how many ARGV values one check's limit takes, after its name and cost
+  ownsKey   true: the algorithm reads and writes its key itself (its "stored" is the key); otherwise
+            the script GETs the string state and SETs (or DELs) what charge/settle return
+  spec(argv, i)   the limit read from argv[i .. i + arity - 1]; nil when they are bad
+  evaluate(spec, cost, stored, nowMs) -> allowed, x, y, z
+            this limit alone would admit; x, y, z: what hold and charge need (plain values: no table
+            or closure per check, issue 16)
+  hold(spec, cost, nowMs, allowed, x, y, z) -> allowed, level, retryAfterMs, resetMs (nothing written)
+  charge(spec, cost, nowMs, minTtlMs, x, y, z) -> level, resetMs, value, ttlMs (value nil: written itself)
+  settle(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund) -> level, resetMs, value, ttlMs
+            (level nil: the settlement is dropped); renew, where slots can be renewed, the same
+]]
 local MAX_WAIT_MS = 1e15
 local ALGORITHMS = {}
+local format = string.format -- a local is cheaper to reach than a library's field, every time
 
 -- The call's clock: read once (TIME or ARGV[2]) below, and its '%.17g' text with it.
 local nowMs, nowText
@@ -65,14 +84,23 @@ local nowMs, nowText
 -- Redis (issue 16: about a sixth of the script's CPU), and a decision formats the same few values
 -- again and again: the clock (a state's update time, a lease's expiry base, the reply's last value)
 -- and the level it just wrote into the state (the reply's level). Those come from memory. Zero is
--- left out: -0 equals 0 but is written "-0".
+-- written out: -0 equals 0 (a cache would mix them up) but is written "-0".
+-- A whole number below 1e15 (a full bucket's balance after a cost of 1, a window's count) is written
+-- with '%d', the same text at a third of the price.
 local lastFormatted, lastText
 local function fmt(x)
-  if x == 0 then return string.format('%.17g', x) end
+  if x == 0 then
+    if 1 / x < 0 then return '-0' end
+    return '0'
+  end
   if x == nowMs then return nowText end
   if x == lastFormatted then return lastText end
   lastFormatted = x
-  lastText = string.format('%.17g', x)
+  if x % 1 == 0 and x < 1e15 and x > -1e15 then
+    lastText = format('%d', x)
+  else
+    lastText = format('%.17g', x)
+  end
   return lastText
 end
 
@@ -123,6 +151,17 @@ end
 
 -- @algorithms
 
+-- the algorithms this call uses, each built from its factory the first time it is named
+local algorithms = setmetatable({}, {
+  __index = function(built, name)
+    local make = ALGORITHMS[name]
+    if make == nil then return nil end
+    local algorithm = make()
+    built[name] = algorithm
+    return algorithm
+  end,
+})
+
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
 local operation = ARGV[1]
@@ -137,7 +176,7 @@ else
   local t = redis.call('TIME') -- { seconds, microseconds }
   nowMs = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
-nowText = string.format('%.17g', nowMs)
+nowText = format('%.17g', nowMs)
 local minTtlMs = 0
 if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 
@@ -145,11 +184,14 @@ if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 local function store(key, value, ttlMs)
   if ttlMs == 0 then
     redis.call('DEL', key)
+  elseif minTtlMs == 0 and ttlMs < 1e14 and ttlMs % 1 == 0 then
+    -- a whole number of ms (every algorithm's usual time to live): Lua writes it exactly by itself
+    redis.call('SET', key, value, 'PX', ttlMs)
   elseif ttlMs >= MAX_WAIT_MS then
     redis.call('SET', key, value) -- matters for "at least MAX_WAIT_MS": never expire it early
   else
     -- a whole number below MAX_WAIT_MS (or a test's floor): '%d' writes it exactly, cheaper than '%.0f'
-    redis.call('SET', key, value, 'PX', string.format('%d', math.ceil(math.min(math.max(ttlMs, minTtlMs), MAX_WAIT_MS))))
+    redis.call('SET', key, value, 'PX', format('%d', math.ceil(math.min(math.max(ttlMs, minTtlMs), MAX_WAIT_MS))))
   end
 end
 
@@ -196,7 +238,7 @@ end
 local function settleRequest(keyBase, n, i, last, renewing)
   local reply = {}
   for k = 1, n do
-    local algorithm = ALGORITHMS[ARGV[i]]
+    local algorithm = algorithms[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
     local step = algorithm.settle
     if renewing then step = algorithm.renew end
@@ -225,58 +267,76 @@ local function settleRequest(keyBase, n, i, last, renewing)
     end
     local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs, refund)
     if level == nil then
-      -- dropped: the state was written under another version of the limit (state-tag.ts)
-      reply[#reply + 1] = '0'
-      reply[#reply + 1] = -1
+      reply[k] = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
       if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
-      reply[#reply + 1] = fmt(level)
-      reply[#reply + 1] = resetMs
+      reply[k] = fmt(level) .. ' ' .. format('%d', resetMs)
     end
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
-  return reply
+  if n == 1 then return reply[1] end
+  return table.concat(reply, ' ')
 end
+
+-- A request of one check (most are): evaluated, then charged or held at once.
+local function acquireOne(key, i, last)
+  local algorithm = algorithms[ARGV[i]]
+  if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+  local cost = tonumber(ARGV[i + 1])
+  if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check 1') end
+  local spec = algorithm.spec(ARGV, i + 2)
+  if not spec then return fail('bad limits of check 1') end
+  if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
+  local stored = key
+  if not algorithm.ownsKey then stored = redis.call('GET', key) end
+  local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
+  if allowed then
+    local level, resetMs, value, ttlMs = algorithm.charge(spec, cost, nowMs, minTtlMs, x, y, z)
+    if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
+    return '1 ' .. fmt(level) .. ' 0 ' .. format('%d', resetMs) .. ' ' .. nowText
+  end
+  local _, level, retryAfterMs, resetMs = algorithm.hold(spec, cost, nowMs, false, x, y, z)
+  return '0 ' .. fmt(level) .. ' ' .. format('%d', retryAfterMs) .. ' ' .. format('%d', resetMs) .. ' ' .. nowText
+end
+
+-- Each check's evaluation between the two passes of acquireRequest, by check: made by the first
+-- request of several checks, reused by the call's next ones (a request sets 1..n before it reads them).
+local evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ
 
 -- One request's checks, all or nothing: KEYS[keyBase + 1 .. keyBase + n], their arguments from
 -- ARGV[i] up to ARGV[last]. Every check is evaluated before anything is written. Returns the reply,
 -- or an error reply (then nothing was written).
 local function acquireRequest(keyBase, n, i, last)
-  local evaluations = {}
+  if n == 1 then return acquireOne(KEYS[keyBase + 1], i, last) end
+  if not evAlgorithm then evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ = {}, {}, {}, {}, {}, {}, {} end
   local allAllowed = true
   for k = 1, n do
-    local algorithm = ALGORITHMS[ARGV[i]]
+    local algorithm = algorithms[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
     local cost = tonumber(ARGV[i + 1])
     if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
     local spec = algorithm.spec(ARGV, i + 2)
     if not spec then return fail('bad limits of check ' .. k) end
     i = i + 2 + algorithm.arity
-    local evaluation = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
-    evaluations[k] = evaluation
-    if not evaluation.allowed then allAllowed = false end
+    local allowed, x, y, z = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
+    evAlgorithm[k], evSpec[k], evCost[k], evAllowed[k], evX[k], evY[k], evZ[k] = algorithm, spec, cost, allowed, x, y, z
+    if not allowed then allAllowed = false end
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last check') end
 
   local reply = {}
   for k = 1, n do
     if allAllowed then
-      local level, resetMs, value, ttlMs = evaluations[k].charge(minTtlMs)
+      local level, resetMs, value, ttlMs = evAlgorithm[k].charge(evSpec[k], evCost[k], nowMs, minTtlMs, evX[k], evY[k], evZ[k])
       if value ~= nil then store(KEYS[keyBase + k], value, ttlMs) end -- nil: the algorithm wrote its own key
-      reply[#reply + 1] = 1
-      reply[#reply + 1] = fmt(level)
-      reply[#reply + 1] = 0
-      reply[#reply + 1] = resetMs
+      reply[k] = '1 ' .. fmt(level) .. ' 0 ' .. format('%d', resetMs)
     else
-      local allowed, level, retryAfterMs, resetMs = evaluations[k].hold()
-      reply[#reply + 1] = allowed and 1 or 0
-      reply[#reply + 1] = fmt(level)
-      reply[#reply + 1] = retryAfterMs
-      reply[#reply + 1] = resetMs
+      local allowed, level, retryAfterMs, resetMs = evAlgorithm[k].hold(evSpec[k], evCost[k], nowMs, evAllowed[k], evX[k], evY[k], evZ[k])
+      reply[k] = (allowed and '1 ' or '0 ') .. fmt(level) .. ' ' .. format('%d', retryAfterMs) .. ' ' .. format('%d', resetMs)
     end
   end
-  reply[#reply + 1] = nowText -- the decision's clock: a settlement gives back where it counted
-  return reply
+  reply[n + 1] = nowText -- the decision's clock: a settlement gives back where it counted
+  return table.concat(reply, ' ')
 end
 
 if operation ~= 'batch' then
@@ -294,22 +354,38 @@ local m = tonumber(ARGV[4])
 if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
 local replies = {}
 local firsts, lasts = {}, {}
+local keyCount, argCount = #KEYS, #ARGV
+-- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
+-- and a table lookup costs a fraction of tonumber (false: not a number)
+local numbers, refs = {}, {}
 local keyBase = 0
 local i = 5
 for j = 1, m do
   local requestOperation = ARGV[i]
-  local n = tonumber(ARGV[i + 1])
-  local argcText = ARGV[i + 2]
-  if not (n and argcText and n >= 0 and keyBase + n <= #KEYS) then return fail('bad header of request ' .. j) end
+  local nText, argcText = ARGV[i + 1], ARGV[i + 2]
+  local n = nText and numbers[nText]
+  if n == nil and nText then
+    n = tonumber(nText) or false
+    numbers[nText] = n
+  end
+  if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
+  local r = refs[argcText]
+  if r == nil then
+    r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
+    refs[argcText] = r
+  end
   local first, last, nextI
-  if string.byte(argcText, 1) == 64 then
+  if r then
     -- '@<r>': the arguments of request r of this batch (r < j), not repeated
-    local r = tonumber(string.sub(argcText, 2))
-    if not (r and firsts[r] and r < j) then return fail('bad header of request ' .. j) end
+    if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
     first, last, nextI = firsts[r], lasts[r], i + 3
   else
-    local argc = tonumber(argcText)
-    if not (argc and argc >= 0 and i + 2 + argc <= #ARGV) then return fail('bad header of request ' .. j) end
+    local argc = numbers[argcText]
+    if argc == nil then
+      argc = tonumber(argcText) or false
+      numbers[argcText] = argc
+    end
+    if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
     first, last = i + 3, i + 2 + argc
     nextI = last + 1
   end
@@ -324,5 +400,5 @@ for j = 1, m do
   keyBase = keyBase + n
   i = nextI
 end
-if keyBase ~= #KEYS or i ~= #ARGV + 1 then return fail('the requests must use every key and argument') end
+if keyBase ~= keyCount or i ~= argCount + 1 then return fail('the requests must use every key and argument') end
 return replies

@@ -265,10 +265,10 @@ describe('batching changes the cost, never a result', () => {
       ...['acquire', '1', String(bucket.length), ...bucket],
     )) as unknown[];
     expect(reply).toHaveLength(3);
-    expect((reply[0] as unknown[])[0]).toBe(1);
+    expect(String(reply[0]).split(' ')[0]).toBe('1');
     expect(reply[1]).toBeInstanceOf(Error);
     expect(String(reply[1])).toMatch(/unknown algorithm/);
-    expect((reply[2] as unknown[])[0]).toBe(1);
+    expect(String(reply[2]).split(' ')[0]).toBe('1');
     expect(await admin.exists(key('y'))).toBe(0);
   });
 });
@@ -289,12 +289,12 @@ describe("a batch's shared arguments", () => {
       ...['acquire', '1', String(bucket.length), ...bucket],
       ...['acquire', '1', '@1'],
       ...['acquire', '1', '@2'],
-    )) as unknown as unknown[][];
+    )) as unknown as string[];
     // cost 2 each: p takes 2 of 5, q its own 2 of 5, p again 2 more (1 left)
-    expect(reply.map((r) => [r[0], r[1]])).toEqual([
-      [1, '3'],
-      [1, '3'],
-      [1, '1'],
+    expect(reply.map((r) => r.split(' ').slice(0, 2))).toEqual([
+      ['1', '3'],
+      ['1', '3'],
+      ['1', '1'],
     ]);
     // a reference to a later request, or to none, is a bad header: the whole call fails, nothing written
     for (const ref of ['@2', '@0', '@x']) {

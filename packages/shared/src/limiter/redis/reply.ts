@@ -13,50 +13,61 @@ import {
 } from '../limits.js';
 import { StoreError } from '../store.js';
 
-/** An acquire's reply: per check allowed 1|0, level ('%.17g'), retry-after and reset (whole ms); then the clock. */
+/**
+ * An acquire's reply: one string, per check allowed 1|0, level ('%.17g'), retry-after and reset (whole
+ * ms); then the clock; separated by single spaces.
+ */
 export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): StoreDecision {
   const n = checks.length;
-  const outcomes = Array.isArray(reply) && reply.length === 4 * n + 1 ? outcomesOf(reply, checks) : undefined;
-  const atMs = outcomes === undefined ? Number.NaN : Number((reply as unknown[])[4 * n]);
+  const values = typeof reply === 'string' ? reply.split(' ') : undefined;
+  const outcomes =
+    values !== undefined && values.length === 4 * n + 1 ? outcomesOf(values, checks) : undefined;
+  const atMs = outcomes === undefined ? Number.NaN : Number(values![4 * n]);
   if (outcomes === undefined || !Number.isFinite(atMs)) throw unreadable(reply);
   return decisionOf(outcomes, atMs);
 }
 
-/** A settlement's reply: per settlement its level ('%.17g') and reset (whole ms; -1: dropped, an edit since). */
+/**
+ * A settlement's reply: one string, per settlement its level ('%.17g') and reset (whole ms; -1:
+ * dropped, an edit since), separated by single spaces.
+ */
 export function settledOfReply(reply: unknown, settlements: readonly Settlement[]): SettledLimit[] {
-  if (!Array.isArray(reply) || reply.length !== 2 * settlements.length) throw unreadable(reply);
+  const values = typeof reply === 'string' ? reply.split(' ') : undefined;
+  if (values === undefined || values.length !== 2 * settlements.length) throw unreadable(reply);
   const settled: SettledLimit[] = new Array(settlements.length);
   for (let i = 0; i < settlements.length; i++) {
-    const levelText: unknown = reply[2 * i];
-    const resetMs: unknown = reply[2 * i + 1];
-    const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
-    if (!Number.isFinite(level) || typeof resetMs !== 'number') throw unreadable(reply);
+    const level = wholeOrDecimal(values[2 * i]!);
+    const resetMs = wholeOrDecimal(values[2 * i + 1]!);
+    if (!Number.isFinite(level) || !Number.isInteger(resetMs)) throw unreadable(reply);
     settled[i] = resetMs === -1 ? DROPPED_SETTLEMENT : settledOf(settlements[i]!.spec, level, resetMs);
   }
   return settled;
 }
 
-function outcomesOf(reply: unknown[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
+function outcomesOf(values: string[], checks: readonly LimitCheck[]): LimitOutcome[] | undefined {
   const outcomes: LimitOutcome[] = new Array(checks.length);
   for (let i = 0; i < checks.length; i++) {
-    // read in place: no slice per check (a reply is parsed once per decision)
     const at = 4 * i;
-    const allowed = reply[at];
-    const levelText = reply[at + 1];
-    const retryAfterMs = reply[at + 2];
-    const resetMs = reply[at + 3];
-    const level = typeof levelText === 'string' ? Number(levelText) : Number.NaN;
+    const allowed = values[at];
+    const level = wholeOrDecimal(values[at + 1]!);
+    const retryAfterMs = wholeOrDecimal(values[at + 2]!);
+    const resetMs = wholeOrDecimal(values[at + 3]!);
     if (
-      !(allowed === 0 || allowed === 1) ||
+      !(allowed === '1' || allowed === '0') ||
       !Number.isFinite(level) ||
-      typeof retryAfterMs !== 'number' ||
-      typeof resetMs !== 'number'
+      !Number.isInteger(retryAfterMs) ||
+      !Number.isInteger(resetMs)
     ) {
       return undefined;
     }
-    outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: allowed === 1, level, retryAfterMs, resetMs });
+    outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: allowed === '1', level, retryAfterMs, resetMs });
   }
   return outcomes;
+}
+
+/** A number the script wrote ('%d' or '%.17g'); NaN for an empty or unreadable one (Number('') is 0). */
+function wholeOrDecimal(text: string): number {
+  return text === '' ? Number.NaN : Number(text);
 }
 
 function unreadable(reply: unknown): StoreError {

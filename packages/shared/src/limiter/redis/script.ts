@@ -16,8 +16,11 @@ import type { RedisClient } from './client.js';
 /** The ioredis command name the script is registered under. */
 export const ACQUIRE_COMMAND = 'sluiceAcquire';
 
-/** What the script returns: per check, allowed 1|0, level as a '%.17g' string, then two whole ms. */
-export type AcquireReply = (number | string)[];
+/**
+ * What the script returns: one string (see acquire.lua), or for a "batch" one per request (an error
+ * in place of a request whose arguments were bad).
+ */
+export type AcquireReply = string | (string | Error)[];
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {

@@ -10,7 +10,8 @@ shorter lease); a give-back is one ZREM. No TYPE check: the key's name (`<limit>
 a sorted set (anything else there is a WRONGTYPE error, a STORE_ERROR, never a silent reset).
 
 A snippet of acquire.lua that owns its key (`ownsKey`): it reads and writes its sorted set itself
-instead of the script's GET/SET of a string state.
+instead of the script's GET/SET of a string state. It registers its factory in ALGORITHMS; its
+functions follow acquire.lua's contract ("An algorithm").
 
 ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
   max        most slots held at once; an integer >= 1
@@ -25,7 +26,7 @@ renew (the script's "renew" operation, same ARGV as settle): a live leaseId's ex
 now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be another request's now).
 Level = live slots held, resetMs 0.
 ]]
-ALGORITHMS['concurrency'] = (function()
+ALGORITHMS['concurrency'] = function()
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
 
@@ -61,26 +62,24 @@ ALGORITHMS['concurrency'] = (function()
       return nil
     end,
 
+    -- allowed, then the evaluation for hold or charge: the live slots held, the key
     evaluate = function(s, _cost, key, nowMs)
       local held = live(key, nowMs)
-      local allowed = held < s.max
-      return {
-        allowed = allowed,
+      return held < s.max, held, key
+    end,
 
-        -- nothing charged: allowed, level, retryAfterMs, resetMs
-        hold = function()
-          if allowed then return allowed, held, 0, 0 end
-          redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs)) -- full: drop the expired leases
-          return allowed, held, 1000, 0
-        end,
+    -- nothing charged: allowed, level, retryAfterMs, resetMs
+    hold = function(_s, _cost, nowMs, allowed, held, key)
+      if allowed then return allowed, held, 0, 0 end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs)) -- full: drop the expired leases
+      return allowed, held, 1000, 0
+    end,
 
-        -- charged (written here): level, resetMs
-        charge = function(minTtlMs)
-          local added = redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
-          expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
-          return held + added, 0
-        end,
-      }
+    -- charged (written here): level, resetMs
+    charge = function(s, _cost, nowMs, minTtlMs, held, key)
+      local added = redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
+      expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
+      return held + added, 0
     end,
 
     -- given back (written here): level (not counted: 0), resetMs
@@ -99,4 +98,4 @@ ALGORITHMS['concurrency'] = (function()
       return live(key, nowMs), 0
     end,
   }
-end)()
+end

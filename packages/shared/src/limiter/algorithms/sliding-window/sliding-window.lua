@@ -4,7 +4,8 @@ operations in the same order, so Redis and the in-process store give bit-identic
 one, change the other (the differential test compares them).
 
 A snippet of acquire.lua (spliced in where it says so when the script is loaded): it registers the
-algorithm in ALGORITHMS and uses the script's helpers (waitMs, fmt).
+algorithm's factory in ALGORITHMS and uses the script's helpers (waitMs, fmt); its functions follow
+acquire.lua's contract ("An algorithm").
 
 ARGV of one check, after the algorithm name and the cost (arity 3):
   max        most cost the estimate may reach; > 0
@@ -25,21 +26,25 @@ algorithm's state, or one written before tags) = nothing counted. Written under 
 a new max keeps the counts; a window of another length carries the old window's estimate now into the
 new window as its current (its index means nothing in the new length).
 ]]
-ALGORITHMS['sliding-window'] = (function()
+ALGORITHMS['sliding-window'] = function()
   -- specs read in this call, by tag (see the token bucket's)
   local specs = {}
+  local floor = math.floor
+
+  -- A state is three numbers (si, sc, sp: its window's index, that window's count and the one before),
+  -- si nil for none: plain values, no table per check (issue 16).
 
   -- the counts in force at atMs: windowIndex, current, previous, elapsedMs
-  local function countsAt(st, windowMs, atMs)
-    local windowIndex = math.floor(atMs / windowMs)
+  local function countsAt(si, sc, sp, windowMs, atMs)
+    local windowIndex = floor(atMs / windowMs)
     local elapsedMs = atMs - windowIndex * windowMs
-    if not st then return windowIndex, 0, 0, elapsedMs end
-    if windowIndex < st.windowIndex then
-      windowIndex = st.windowIndex -- the clock is behind the stored window: its start
+    if not si then return windowIndex, 0, 0, elapsedMs end
+    if windowIndex < si then
+      windowIndex = si -- the clock is behind the stored window: its start
       elapsedMs = 0
     end
-    if windowIndex == st.windowIndex then return windowIndex, st.current, st.previous, elapsedMs end
-    if windowIndex == st.windowIndex + 1 then return windowIndex, 0, st.current, elapsedMs end
+    if windowIndex == si then return windowIndex, sc, sp, elapsedMs end
+    if windowIndex == si + 1 then return windowIndex, 0, sc, elapsedMs end
     return windowIndex, 0, 0, elapsedMs
   end
 
@@ -50,8 +55,8 @@ ALGORITHMS['sliding-window'] = (function()
     return current + previous * weight
   end
 
-  local function estimateAt(st, windowMs, atMs)
-    local _, current, previous, elapsedMs = countsAt(st, windowMs, atMs)
+  local function estimateAt(si, sc, sp, windowMs, atMs)
+    local _, current, previous, elapsedMs = countsAt(si, sc, sp, windowMs, atMs)
     return estimateOf(current, previous, elapsedMs, windowMs)
   end
 
@@ -63,46 +68,52 @@ ALGORITHMS['sliding-window'] = (function()
     return windowMs - elapsedMs + windowMs * (1 - target / current)
   end
 
-  local function untilEmptyMs(st, windowMs, nowMs)
-    local _, current, previous, elapsedMs = countsAt(st, windowMs, nowMs)
-    return waitMs(
-      function(x) return estimateAt(st, windowMs, nowMs + x) <= 0 end,
-      guessMs(current, previous, elapsedMs, windowMs, 0))
+  -- waitMs(at, guess) with at(x) = estimateAt(..., nowMs + x) <= 0; the guess's ceiling, checked with
+  -- at(x) and at(x - 1), is nearly always the answer (see the token bucket's untilFullMs)
+  local function untilEmptyMs(si, sc, sp, windowMs, nowMs)
+    local _, current, previous, elapsedMs = countsAt(si, sc, sp, windowMs, nowMs)
+    if estimateOf(current, previous, elapsedMs, windowMs) <= 0 then return 0 end
+    local guess = guessMs(current, previous, elapsedMs, windowMs, 0)
+    if guess < MAX_WAIT_MS - 1 then
+      local x = math.ceil(guess)
+      if not (x >= 1) then x = 1 end
+      if estimateAt(si, sc, sp, windowMs, nowMs + x) <= 0
+          and (x == 1 or not (estimateAt(si, sc, sp, windowMs, nowMs + (x - 1)) <= 0)) then
+        return x
+      end
+    end
+    return waitMs(function(x) return estimateAt(si, sc, sp, windowMs, nowMs + x) <= 0 end, guess)
   end
 
-  -- { windowIndex, current, previous, tag }; nil for nothing, another algorithm's or an untagged state
+  -- si, sc, sp, tag; nil for nothing, another algorithm's or an untagged state
   local function parseState(stored)
-    if not stored then return nil end
     local a = string.find(stored, ' ', 1, true)
     if not a then return nil end
     local c = string.find(stored, ' ', a + 1, true)
     if not c then return nil end
     local d = string.find(stored, ' ', c + 1, true)
     if not d or string.byte(stored, d + 1) ~= 87 then return nil end -- not 'W': another algorithm's
-    local st = {
-      windowIndex = tonumber(string.sub(stored, 1, a - 1)),
-      current = tonumber(string.sub(stored, a + 1, c - 1)),
-      previous = tonumber(string.sub(stored, c + 1, d - 1)),
-      tag = string.sub(stored, d + 1),
-    }
-    if st.windowIndex and st.current and st.previous then return st end
+    local si = tonumber(string.sub(stored, 1, a - 1))
+    local sc = tonumber(string.sub(stored, a + 1, c - 1))
+    local sp = tonumber(string.sub(stored, c + 1, d - 1))
+    if si and sc and sp then return si, sc, sp, string.sub(stored, d + 1) end
     return nil
   end
 
-  -- the state a decision starts from: written under a window of another length (an edit), that
-  -- window's estimate now, carried into the new window as its current (model.ts: currentState)
-  local function currentState(st, s, nowMs)
-    if not st or st.tag == s.tag then return st end
-    local slash = string.find(st.tag, '/', 1, true)
-    local writtenMs = slash and tonumber(string.sub(st.tag, slash + 1))
-    if writtenMs == s.windowMs then return st end
+  -- the state a decision starts from, given one written under another tag: written under a window of
+  -- another length (an edit), that window's estimate now, carried into the new window as its current
+  -- (model.ts: currentState)
+  local function retagged(si, sc, sp, tag, s, nowMs)
+    local slash = string.find(tag, '/', 1, true)
+    local writtenMs = slash and tonumber(string.sub(tag, slash + 1))
+    if writtenMs == s.windowMs then return si, sc, sp end
     if not (writtenMs and writtenMs > 0 and writtenMs < math.huge) then return nil end
-    local carried = estimateAt(st, writtenMs, nowMs)
-    return { windowIndex = math.floor(nowMs / s.windowMs), current = carried, previous = 0, tag = s.tag }
+    local carried = estimateAt(si, sc, sp, writtenMs, nowMs)
+    return floor(nowMs / s.windowMs), carried, 0
   end
 
-  local function encode(st)
-    return fmt(st.windowIndex) .. ' ' .. fmt(st.current) .. ' ' .. fmt(st.previous) .. ' ' .. st.tag
+  local function encode(windowIndex, current, previous, tag)
+    return fmt(windowIndex) .. ' ' .. fmt(current) .. ' ' .. fmt(previous) .. ' ' .. tag
   end
 
   return {
@@ -125,61 +136,66 @@ ALGORITHMS['sliding-window'] = (function()
       return nil
     end,
 
+    -- allowed, then the evaluation for hold or charge: the state decided on (si, sc, sp; an edit's
+    -- carried into the new window)
     evaluate = function(s, cost, stored, nowMs)
-      local st = currentState(parseState(stored), s, nowMs)
+      local si, sc, sp, tag
+      if stored then si, sc, sp, tag = parseState(stored) end
+      if si and tag ~= s.tag then si, sc, sp = retagged(si, sc, sp, tag, s, nowMs) end
+      local _, current, previous, elapsedMs = countsAt(si, sc, sp, s.windowMs, nowMs)
+      return estimateOf(current, previous, elapsedMs, s.windowMs) + cost <= s.max, si, sc, sp
+    end,
+
+    -- nothing charged: allowed, level, retryAfterMs, resetMs
+    hold = function(s, cost, nowMs, allowed, si, sc, sp)
       local windowMs = s.windowMs
-      local windowIndex, current, previous, elapsedMs = countsAt(st, windowMs, nowMs)
+      local _, current, previous, elapsedMs = countsAt(si, sc, sp, windowMs, nowMs)
       local estimate = estimateOf(current, previous, elapsedMs, windowMs)
-      local allowed = estimate + cost <= s.max
-      return {
-        allowed = allowed,
+      local resetMs = untilEmptyMs(si, sc, sp, windowMs, nowMs)
+      local retryAfterMs = 0
+      if not allowed then
+        retryAfterMs = resetMs -- never admissible: cost > max
+        if cost <= s.max then
+          retryAfterMs = waitMs(
+            function(x) return estimateAt(si, sc, sp, windowMs, nowMs + x) + cost <= s.max end,
+            guessMs(current, previous, elapsedMs, windowMs, s.max - cost))
+        end
+      end
+      return allowed, estimate, retryAfterMs, resetMs
+    end,
 
-        -- nothing charged: allowed, level, retryAfterMs, resetMs
-        hold = function()
-          local resetMs = untilEmptyMs(st, windowMs, nowMs)
-          local retryAfterMs = 0
-          if not allowed then
-            retryAfterMs = resetMs -- never admissible: cost > max
-            if cost <= s.max then
-              retryAfterMs = waitMs(
-                function(x) return estimateAt(st, windowMs, nowMs + x) + cost <= s.max end,
-                guessMs(current, previous, elapsedMs, windowMs, s.max - cost))
-            end
-          end
-          return allowed, estimate, retryAfterMs, resetMs
-        end,
-
-        -- charged: level, resetMs, the state to store, its time to live (ms)
-        charge = function()
-          local nxt = { windowIndex = windowIndex, current = current + cost, previous = previous, tag = s.tag }
-          local level = estimateAt(nxt, windowMs, nowMs)
-          local resetMs = untilEmptyMs(nxt, windowMs, nowMs)
-          return level, resetMs, encode(nxt), resetMs
-        end,
-      }
+    -- charged: level, resetMs, the state to store, its time to live (ms)
+    charge = function(s, cost, nowMs, _minTtlMs, si, sc, sp)
+      local windowMs = s.windowMs
+      local windowIndex, current, previous = countsAt(si, sc, sp, windowMs, nowMs)
+      current = current + cost
+      local level = estimateAt(windowIndex, current, previous, windowMs, nowMs)
+      local resetMs = untilEmptyMs(windowIndex, current, previous, windowMs, nowMs)
+      return level, resetMs, encode(windowIndex, current, previous, s.tag), resetMs
     end,
 
     -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
     settle = function(s, delta, admittedAtMs, stored, nowMs, _minTtlMs, refund)
       local windowMs = s.windowMs
-      local st = parseState(stored)
+      local si, sc, sp, tag
+      if stored then si, sc, sp, tag = parseState(stored) end
       -- a state of other numbers, or of another algorithm: computed for an older version of the limit
-      if stored and not (st and st.tag == s.tag) then return nil end
+      if stored and not (si and tag == s.tag) then return nil end
       if refund then delta = -refund(-delta, windowMs) end -- bounded by refund.max per window
-      local windowIndex, current, previous = countsAt(st, windowMs, nowMs)
+      local windowIndex, current, previous = countsAt(si, sc, sp, windowMs, nowMs)
       if delta > 0 then
         current = current + delta
       elseif delta < 0 then
-        local admittedIndex = math.floor(admittedAtMs / windowMs)
+        local admittedIndex = floor(admittedAtMs / windowMs)
         if admittedIndex == windowIndex then
           current = math.max(0, current + delta)
         elseif admittedIndex == windowIndex - 1 then
           previous = math.max(0, previous + delta)
         end
       end
-      local nxt = { windowIndex = windowIndex, current = current, previous = previous, tag = s.tag }
-      local resetMs = untilEmptyMs(nxt, windowMs, nowMs)
-      return estimateAt(nxt, windowMs, nowMs), resetMs, encode(nxt), resetMs
+      local resetMs = untilEmptyMs(windowIndex, current, previous, windowMs, nowMs)
+      return estimateAt(windowIndex, current, previous, windowMs, nowMs), resetMs,
+        encode(windowIndex, current, previous, s.tag), resetMs
     end,
   }
-end)()
+end

@@ -4,7 +4,9 @@ IEEE-754 double operations in the same order, so Redis and the in-process store 
 answers. Change one, change the other (the differential test compares them).
 
 A snippet of acquire.lua (spliced in where it says so when the script is loaded): it registers the
-algorithm in ALGORITHMS and uses the script's helpers (waitMs, fmt).
+algorithm's factory in ALGORITHMS and uses the script's helpers (waitMs, fmt). The functions it
+returns follow acquire.lua's contract ("An algorithm"): an evaluation is plain values, no table or
+closure per check (issue 16: those were most of a decision's cost in Redis).
 
 ARGV of one check, after the algorithm name and the cost (arity 5):
   capacity   most tokens the bucket holds; > 0
@@ -24,26 +26,48 @@ idle clients cost nothing. Absent, or unreadable (another algorithm's state) = a
 under another tag (an edit): the balance stands, but owes at most the new maxDebt. "<balance>
 <updatedAtMs>" (written before tags) counts as written under another tag.
 ]]
-ALGORITHMS['token-bucket'] = (function()
+ALGORITHMS['token-bucket'] = function()
   -- specs read in this call (the script's body runs afresh on every call), by tag
   local specs = {}
+  local min, max = math.min, math.max
 
   -- docs/limits.md: admitted iff b >= min(c, 1) and b - c >= -maxDebt
   local function admits(b, cost, maxDebt)
-    return b >= math.min(cost, 1) and b - cost >= -maxDebt
+    return b >= min(cost, 1) and b - cost >= -maxDebt
   end
 
   -- elapsed * refill / periodMs, never elapsed * (refill / periodMs): see model.ts
   local function refilled(balance, updatedAtMs, s, atMs)
     local elapsedMs = atMs - updatedAtMs
     if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards refills nothing
-    return math.min(balance + elapsedMs * s.refill / s.periodMs, s.capacity)
+    return min(balance + elapsedMs * s.refill / s.periodMs, s.capacity)
   end
 
+  -- waitMs(at, guess) with at(x) = refilled(..., nowMs + x) >= capacity. The guess's ceiling is
+  -- nearly always the answer: checked here with at(x) and at(x - 1) (the smallest whole x with at(x)
+  -- is the answer, however it is found), without the search's closure; the search otherwise.
+  -- refilled(...) >= capacity is written out as balance + elapsedMs * refill / periodMs >= capacity
+  -- (the same test: min(v, capacity) >= capacity iff v >= capacity), a Lua call being dear here.
   local function untilFullMs(balance, updatedAtMs, s, nowMs)
-    return waitMs(
-      function(x) return refilled(balance, updatedAtMs, s, nowMs + x) >= s.capacity end,
-      (s.capacity - refilled(balance, updatedAtMs, s, nowMs)) / (s.refill / s.periodMs))
+    local capacity, refill, periodMs = s.capacity, s.refill, s.periodMs
+    local elapsedMs = nowMs - updatedAtMs
+    if not (elapsedMs > 0) then elapsedMs = 0 end
+    local b = balance + elapsedMs * refill / periodMs
+    if b >= capacity then return 0 end
+    local guess = (capacity - b) / (refill / periodMs)
+    if guess < MAX_WAIT_MS - 1 then
+      local x = math.ceil(guess)
+      if not (x >= 1) then x = 1 end
+      elapsedMs = (nowMs + x) - updatedAtMs
+      if not (elapsedMs > 0) then elapsedMs = 0 end
+      if balance + elapsedMs * refill / periodMs >= capacity then
+        if x == 1 then return x end
+        elapsedMs = (nowMs + (x - 1)) - updatedAtMs
+        if not (elapsedMs > 0) then elapsedMs = 0 end
+        if not (balance + elapsedMs * refill / periodMs >= capacity) then return x end
+      end
+    end
+    return waitMs(function(x) return refilled(balance, updatedAtMs, s, nowMs + x) >= capacity end, guess)
   end
 
   -- balance, updatedAtMs, tag ('' written before tags); nil for nothing or another algorithm's state
@@ -64,6 +88,13 @@ ALGORITHMS['token-bucket'] = (function()
     local balance = tonumber(string.sub(stored, 1, a - 1))
     if balance and updatedAtMs then return balance, updatedAtMs, tag end
     return nil
+  end
+
+  -- the state after charging or settling to nextBalance: level, resetMs, the state to store, its time to live (ms)
+  local function written(s, nextBalance, updatedAtMs, nowMs)
+    local nextUpdatedAtMs = max(nowMs, updatedAtMs)
+    local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
+    return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
   end
 
   return {
@@ -93,43 +124,50 @@ ALGORITHMS['token-bucket'] = (function()
       return nil
     end,
 
+    -- allowed, then the evaluation for hold or charge: the balance and its time as read (an edit's
+    -- excess debt forgiven), and b, that balance refilled to now
+    -- (refilled and admits written out: this runs for every check)
     evaluate = function(s, cost, stored, nowMs)
-      local balance, updatedAtMs, tag = parseState(stored)
+      local balance, updatedAtMs, tag
+      if stored then balance, updatedAtMs, tag = parseState(stored) end
+      local b
       if not balance then
         balance = s.capacity
         updatedAtMs = nowMs
-      elseif tag ~= s.tag and balance < -s.maxDebt then
-        balance = -s.maxDebt -- edited: a debt beyond the new maxDebt is forgiven
+        b = balance -- refilled over no time: the capacity
+      else
+        if tag ~= s.tag and balance < -s.maxDebt then
+          balance = -s.maxDebt -- edited: a debt beyond the new maxDebt is forgiven
+        end
+        local elapsedMs = nowMs - updatedAtMs
+        if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards refills nothing
+        b = balance + elapsedMs * s.refill / s.periodMs
+        if s.capacity < b then b = s.capacity end -- min(b, capacity), as math.min compares
       end
-      local b = refilled(balance, updatedAtMs, s, nowMs)
-      local allowed = admits(b, cost, s.maxDebt)
-      return {
-        allowed = allowed,
+      local least = cost
+      if 1 < least then least = 1 end -- min(cost, 1)
+      return b >= least and b - cost >= -s.maxDebt, balance, updatedAtMs, b
+    end,
 
-        -- nothing charged: allowed, level, retryAfterMs, resetMs
-        hold = function()
-          local resetMs = untilFullMs(balance, updatedAtMs, s, nowMs)
-          local retryAfterMs = 0
-          if not allowed then
-            retryAfterMs = resetMs -- never admissible: cost > capacity + maxDebt, or capacity < 1 <= cost
-            if admits(s.capacity, cost, s.maxDebt) then
-              local needed = math.max(math.min(cost, 1), cost - s.maxDebt)
-              retryAfterMs = waitMs(
-                function(x) return admits(refilled(balance, updatedAtMs, s, nowMs + x), cost, s.maxDebt) end,
-                (needed - b) / (s.refill / s.periodMs))
-            end
-          end
-          return allowed, b, retryAfterMs, resetMs
-        end,
+    -- nothing charged: allowed, level, retryAfterMs, resetMs
+    hold = function(s, cost, nowMs, allowed, balance, updatedAtMs, b)
+      local resetMs = untilFullMs(balance, updatedAtMs, s, nowMs)
+      local retryAfterMs = 0
+      if not allowed then
+        retryAfterMs = resetMs -- never admissible: cost > capacity + maxDebt, or capacity < 1 <= cost
+        if admits(s.capacity, cost, s.maxDebt) then
+          local needed = max(min(cost, 1), cost - s.maxDebt)
+          retryAfterMs = waitMs(
+            function(x) return admits(refilled(balance, updatedAtMs, s, nowMs + x), cost, s.maxDebt) end,
+            (needed - b) / (s.refill / s.periodMs))
+        end
+      end
+      return allowed, b, retryAfterMs, resetMs
+    end,
 
-        -- charged: level, resetMs, the state to store, its time to live (ms)
-        charge = function()
-          local nextBalance = b - cost
-          local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
-          local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
-          return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
-        end,
-      }
+    -- charged: level, resetMs, the state to store, its time to live (ms)
+    charge = function(s, cost, nowMs, _minTtlMs, _balance, updatedAtMs, b)
+      return written(s, b - cost, updatedAtMs, nowMs)
     end,
 
     -- level, resetMs, the state to store, its time to live (ms); nil: dropped (an edit since)
@@ -143,10 +181,7 @@ ALGORITHMS['token-bucket'] = (function()
         updatedAtMs = nowMs
       end
       local b = refilled(balance, updatedAtMs, s, nowMs)
-      local nextBalance = math.min(b - delta, s.capacity)
-      local nextUpdatedAtMs = math.max(nowMs, updatedAtMs)
-      local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
-      return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
+      return written(s, min(b - delta, s.capacity), updatedAtMs, nowMs)
     end,
   }
-end)()
+end
