@@ -6,19 +6,28 @@
 // BENCH_SCRIPT_DECISIONS (60000) per scenario and round, BENCH_ROUNDS (3) interleaved rounds, medians.
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist adds that build's store (its script)
 // to the same rounds, on the same Redis, under another key prefix: a before/after in one run.
+// BENCH_CALLGRIND=1 runs Redis under valgrind's callgrind and reports the instructions Redis ran per
+// decision instead of its CPU time: the same figure run after run, on a machine as noisy as ours
+// (one round of BENCH_SCRIPT_DECISIONS, 4000 by default: callgrind is about 50 times slower).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LimitCheck, LimitSpec, Settlement } from '../packages/shared/src/limiter/limits.js';
 import { RedisStore } from '../packages/shared/src/limiter/redis-store.js';
+import { instructionsSinceLastDump } from './_lib/callgrind.js';
 import { cpuMs } from './_lib/cpu-time.js';
 import { pinSelf, Stack } from './_lib/stack.js';
 
 pinSelf();
 
-const DECISIONS = Number(process.env.BENCH_SCRIPT_DECISIONS ?? 60_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
+const DECISIONS = Number(process.env.BENCH_SCRIPT_DECISIONS ?? (CALLGRIND ? 4_000 : 60_000));
+const ROUNDS = CALLGRIND ? 1 : Number(process.env.BENCH_ROUNDS ?? 3);
 const CLIENTS = 64; // distinct keys per limit: a batch mostly touches different keys, as a gateway's does
 
 interface StoreLike {
+  ready(): Promise<void>;
   acquire(checks: readonly LimitCheck[]): Promise<{ allowed: boolean; atMs?: number }>;
   settle(settlements: readonly Settlement[]): Promise<unknown>;
   close(): Promise<void>;
@@ -52,7 +61,7 @@ let leaseIds = 0;
 /** One request: acquire every limit; a concurrency slot is given back when it is admitted. */
 async function decide(store: StoreLike, specs: readonly LimitSpec[], client: number): Promise<void> {
   const checks: LimitCheck[] = specs.map((spec, k) => ({
-    key: `{bench:c${client}}:l${k}`,
+    key: `{bench:c${client}}:${spec.algorithm}:l${k}`, // a key holds one algorithm's state
     spec,
     cost: 1,
     ...(spec.algorithm === 'concurrency' ? { leaseId: `b${leaseIds++}` } : {}),
@@ -81,35 +90,47 @@ async function drive(store: StoreLike, scenario: Scenario, decisions: number): P
 }
 
 const stack = new Stack({ tsx: [], profiledTsx: [], gateway: [] });
-const redis = await stack.startRedis();
+const callgrindDir = CALLGRIND ? mkdtempSync(join(tmpdir(), 'sluice-callgrind-')) : undefined;
+const redis = await stack.startRedis({ callgrindDir });
+// what Redis has run so far: instructions under callgrind, CPU ms otherwise
+const redisWork = () =>
+  callgrindDir ? instructionsSinceLastDump(redis.child.pid!, callgrindDir) : cpuMs(redis.child.pid);
+// a slow Redis (callgrind) must not make a call time out: it is its work that is measured here
+const storeOptions = { commandTimeoutMs: 60_000 };
 const stores: { label: string; store: StoreLike }[] = [
-  { label: 'this build', store: new RedisStore(redis.url, { keyPrefix: 'now:' }) },
+  { label: 'this build', store: new RedisStore(redis.url, { keyPrefix: 'now:', ...storeOptions }) },
 ];
 if (process.env.BENCH_BASELINE_SHARED) {
   const url = pathToFileURL(`${process.env.BENCH_BASELINE_SHARED}/redis.js`).href;
   const { RedisStore: BaselineStore } = (await import(url)) as { RedisStore: typeof RedisStore };
-  stores.push({ label: 'baseline', store: new BaselineStore(redis.url, { keyPrefix: 'base:' }) });
+  stores.push({
+    label: 'baseline',
+    store: new BaselineStore(redis.url, { keyPrefix: 'base:', ...storeOptions }),
+  });
 }
 
 interface Sample {
-  redisUs: number;
+  /** CPU µs, or instructions under callgrind */
+  redisWork: number;
   commands: number;
   calls: number;
 }
 const samples = new Map<string, Sample[]>();
-for (const scenario of scenarios) for (const { store } of stores) await drive(store, scenario, 2_000); // warm-up
+for (const { store } of stores) await store.ready();
+for (const scenario of scenarios)
+  for (const { store } of stores) await drive(store, scenario, CALLGRIND ? 200 : 2_000); // warm-up
 for (let round = 0; round < ROUNDS; round++) {
   for (const scenario of scenarios) {
     for (const { label, store } of stores) {
       const before = await redis.counters();
-      const cpuBefore = cpuMs(redis.child.pid);
+      const workBefore = redisWork();
       await drive(store, scenario, DECISIONS);
-      const cpuAfter = cpuMs(redis.child.pid);
+      const workAfter = callgrindDir ? redisWork() : redisWork() - workBefore;
       const after = await redis.counters();
       const key = `${scenario.name}\t${label}`;
       const list = samples.get(key) ?? [];
       list.push({
-        redisUs: ((cpuAfter - cpuBefore) * 1000) / DECISIONS,
+        redisWork: callgrindDir ? workAfter / DECISIONS : (workAfter * 1000) / DECISIONS,
         commands: (after.commands - before.commands) / DECISIONS,
         calls: (after.evalsha - before.evalsha) / DECISIONS,
       });
@@ -121,17 +142,20 @@ for (const { store } of stores) await store.close();
 await stack.stop();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const unit = CALLGRIND ? 'Redis instructions / decision (callgrind)' : 'Redis CPU µs / decision';
 console.log(
-  `${DECISIONS} decisions per scenario and round, ${ROUNDS} rounds, medians; Redis pinned to its own core\n`,
+  CALLGRIND
+    ? `${DECISIONS} decisions per scenario, Redis under callgrind (instructions: the same on every run)\n`
+    : `${DECISIONS} decisions per scenario and round, ${ROUNDS} rounds, medians; Redis pinned to its own core\n`,
 );
-console.log(
-  '| scenario | build | Redis CPU µs / decision | Redis commands / decision | script calls / decision |',
-);
+console.log(`| scenario | build | ${unit} | Redis commands / decision | script calls / decision |`);
 console.log('| --- | --- | ---: | ---: | ---: |');
 for (const [key, list] of samples) {
   const [scenario, label] = key.split('\t');
+  const work = median(list.map((s) => s.redisWork));
   console.log(
-    `| ${scenario} | ${label} | ${median(list.map((s) => s.redisUs)).toFixed(2)} | ${median(list.map((s) => s.commands)).toFixed(2)} | ${median(list.map((s) => s.calls)).toFixed(3)} |`,
+    `| ${scenario} | ${label} | ${CALLGRIND ? Math.round(work) : work.toFixed(2)} | ${median(list.map((s) => s.commands)).toFixed(2)} | ${median(list.map((s) => s.calls)).toFixed(3)} |`,
   );
 }
+if (callgrindDir) rmSync(callgrindDir, { recursive: true, force: true });
 process.exit(0);

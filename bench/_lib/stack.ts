@@ -137,12 +137,30 @@ export class Stack {
     return { redis, upstream, bare, rulesApi };
   }
 
-  async startRedis(): Promise<RedisServer> {
+  /**
+   * A private redis-server. `callgrindDir`: run it under valgrind's callgrind, its counts dumped there
+   * (callgrind.ts reads them): instructions, the same for the same work whatever else the machine does.
+   */
+  async startRedis(options: { callgrindDir?: string } = {}): Promise<RedisServer> {
     const port = await freePort();
+    const underCallgrind = options.callgrindDir
+      ? ['valgrind', '--tool=callgrind', `--callgrind-out-file=${options.callgrindDir}/redis.%p`]
+      : [];
     const started = await startPinned(
       'redis',
       SERVER_CPU,
-      ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      [
+        ...underCallgrind,
+        'redis-server',
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+      ],
       {},
       async () => {
         const c = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0 });
