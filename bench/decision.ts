@@ -1,5 +1,6 @@
 // One exact decision in process, without HTTP: the decision core (rule match, client key, checks)
-// behind the store policy, on the in-process store and on Redis (batched, CONCURRENCY decisions in
+// behind the store policy, for a rule of one limit and one of three stacked limits, on the in-process
+// store and on Redis (batched, CONCURRENCY decisions in
 // flight so that a batch holds that many), with what each costs this process: CPU µs and bytes
 // allocated per decision (V8's sampling heap profiler, counting what the GC already collected too).
 // It is the gateway's own share of a limited request minus the HTTP work, read far more steadily than
@@ -42,6 +43,16 @@ const ruleInput: RuleInput = {
   match: { path: '/ok/**' },
   limit: { capacity: 1e9, refill: 1e9, period: '1s' },
 };
+// three limits of one rule decided together (bench/gateway.ts's stacked rule, keyed by IP here)
+const stackedInput: RuleInput = {
+  name: 'bench-stacked',
+  match: { path: '/stacked/**' },
+  limits: [
+    { name: 'burst', capacity: 1e9, refill: 1e9, period: '1s' },
+    { name: 'daily', algorithm: 'sliding-window', max: 1e12, window: '1d' },
+    { name: 'everyone', client: { by: 'global' }, capacity: 1e9, refill: 1e9, period: '1s' },
+  ],
+};
 
 /** One request's facts, one class for all (as the gateway's request context). */
 class Facts implements RequestFacts {
@@ -64,7 +75,8 @@ class Facts implements RequestFacts {
     return undefined;
   }
 }
-const facts = Array.from({ length: CLIENTS }, (_, i) => new Facts('/ok/item', `10.0.${i >> 8}.${i & 255}`));
+const facts = (path: string) =>
+  Array.from({ length: CLIENTS }, (_, i) => new Facts(path, `10.0.${i >> 8}.${i & 255}`));
 
 const stack = new Stack({ tsx: [], profiledTsx: [], gateway: [] });
 const redis = await stack.startRedis();
@@ -75,35 +87,41 @@ interface Scenario {
   close: () => Promise<void>;
 }
 const scenarios: Scenario[] = [];
+const kinds = [
+  { kind: 'in-process store', input: ruleInput, path: '/ok/item' },
+  { kind: 'Redis, batched', input: ruleInput, path: '/ok/item' },
+  { kind: 'in-process store, three stacked limits', input: stackedInput, path: '/stacked/item' },
+  { kind: 'Redis, batched, three stacked limits', input: stackedInput, path: '/stacked/item' },
+] as const;
 for (const { label, lib, redisLib } of builds) {
-  const rule = {
-    ...lib.withDefaults(ruleInput),
-    id: '00000000-0000-4000-8000-000000000001',
-    version: 1,
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-  } as Rule;
-  for (const kind of ['in-process store', 'Redis, batched'] as const) {
-    const primary =
-      kind === 'in-process store'
-        ? new lib.MemoryStore({})
-        : new redisLib.RedisStore(redis.url, {
-            keyPrefix: `${label === 'baseline' ? 'b' : 'n'}:`,
-            // CPU is measured here, not latency: a warm-up pause on a busy machine must not fail the store open
-            commandTimeoutMs: 2_000,
-          });
+  for (const { kind, input, path } of kinds) {
+    const rule = {
+      ...lib.withDefaults(input),
+      id: '00000000-0000-4000-8000-000000000001',
+      version: 1,
+      createdAt: '2026-01-01T00:00:00.000Z',
+      updatedAt: '2026-01-01T00:00:00.000Z',
+    } as Rule;
+    const requests = facts(path);
+    const primary = kind.startsWith('in-process store')
+      ? new lib.MemoryStore({})
+      : new redisLib.RedisStore(redis.url, {
+          keyPrefix: `${label === 'baseline' ? 'b' : 'n'}:`,
+          // CPU is measured here, not latency: a warm-up pause on a busy machine must not fail the store open
+          commandTimeoutMs: 2_000,
+        });
     if (primary instanceof redisLib.RedisStore) await primary.ready();
     const store = new lib.GuardedStore({
       primary,
       policy: 'open',
-      local: kind === 'in-process store' ? primary : undefined,
+      local: kind.startsWith('in-process store') ? primary : undefined,
       log: { info() {}, error() {} },
     });
     const core = new lib.DecisionCore({ store });
     core.setRules(lib.compileRules([rule]));
     scenarios.push({
       name: `${kind}\t${label}`,
-      decide: (i) => core.decide(facts[i % CLIENTS]!),
+      decide: (i) => core.decide(requests[i % CLIENTS]!),
       close: () => primary.close(),
     });
   }
