@@ -1,9 +1,10 @@
 /**
  * The algorithm plug-ins, by the name a `LimitSpec` carries: the one place that lists them, one line
- * each. Adding one is a folder (its model, its Lua snippet, which registers itself in acquire.lua's
- * ALGORITHMS table under the same name, their differential test, and an `index.ts` providing the whole
- * `Algorithm`) and a line here: its spec then joins `LimitSpec`, its limit the rule format, its Lua the
- * script. registry.test.ts checks that every plug-in provides all of it.
+ * each. Adding one is a folder (its model, its Lua snippet, which registers its factory in acquire.lua's
+ * ALGORITHMS table under the same name and follows the contract written there, their differential
+ * test, and an `index.ts` providing the whole `Algorithm`) and a line here: its spec then joins
+ * `LimitSpec`, its limit the rule format, its Lua the script. registry.test.ts checks that every
+ * plug-in provides all of it.
  */
 import type { Algorithm } from './algorithm.js';
 import { concurrency } from './concurrency/index.js';

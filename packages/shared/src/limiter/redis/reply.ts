@@ -22,7 +22,7 @@ export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): 
   const values = typeof reply === 'string' ? reply.split(' ') : undefined;
   const outcomes =
     values !== undefined && values.length === 4 * n + 1 ? outcomesOf(values, checks) : undefined;
-  const atMs = outcomes === undefined ? Number.NaN : Number(values![4 * n]);
+  const atMs = outcomes === undefined ? Number.NaN : wholeOrDecimal(values![4 * n]!);
   if (outcomes === undefined || !Number.isFinite(atMs)) throw unreadable(reply);
   return decisionOf(outcomes, atMs);
 }
@@ -32,7 +32,8 @@ export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): 
  * dropped, an edit since), separated by single spaces.
  */
 export function settledOfReply(reply: unknown, settlements: readonly Settlement[]): SettledLimit[] {
-  const values = typeof reply === 'string' ? reply.split(' ') : undefined;
+  // no settlement: the script replies '' (split would read one empty value)
+  const values = typeof reply === 'string' ? (reply === '' ? [] : reply.split(' ')) : undefined;
   if (values === undefined || values.length !== 2 * settlements.length) throw unreadable(reply);
   const settled: SettledLimit[] = new Array(settlements.length);
   for (let i = 0; i < settlements.length; i++) {
