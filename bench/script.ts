@@ -1,7 +1,8 @@
 // The limiter script's own work in Redis (issue "the hot path's price": ≤ 5 µs of Redis CPU per
 // token-bucket decision): a RedisStore drives decisions straight at a private redis-server (no HTTP,
 // no gateway), CONCURRENCY at a time so that batching packs that many into one script call, and the
-// bench reads Redis's CPU time (/proc) and INFO commandstats around a bounded number of decisions.
+// bench reads Redis's CPU time (/proc) and INFO commandstats around a bounded number of decisions,
+// and its own CPU time: the calling side of the same decisions (a call's cost to the gateway).
 //
 // BENCH_SCRIPT_DECISIONS (60000) per scenario and round, BENCH_ROUNDS (3) interleaved rounds, medians.
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist adds that build's store (its script)
@@ -112,6 +113,8 @@ if (process.env.BENCH_BASELINE_SHARED) {
 interface Sample {
   /** CPU µs, or instructions under callgrind */
   redisWork: number;
+  /** this process's CPU µs: the calling side of the same decisions (the gateway's share, without HTTP) */
+  clientUs: number;
   commands: number;
   calls: number;
 }
@@ -124,13 +127,16 @@ for (let round = 0; round < ROUNDS; round++) {
     for (const { label, store } of stores) {
       const before = await redis.counters();
       const workBefore = redisWork();
+      const clientBefore = process.cpuUsage();
       await drive(store, scenario, DECISIONS);
+      const client = process.cpuUsage(clientBefore);
       const workAfter = callgrindDir ? redisWork() : redisWork() - workBefore;
       const after = await redis.counters();
       const key = `${scenario.name}\t${label}`;
       const list = samples.get(key) ?? [];
       list.push({
         redisWork: callgrindDir ? workAfter / DECISIONS : (workAfter * 1000) / DECISIONS,
+        clientUs: (client.user + client.system) / DECISIONS,
         commands: (after.commands - before.commands) / DECISIONS,
         calls: (after.evalsha - before.evalsha) / DECISIONS,
       });
@@ -148,13 +154,15 @@ console.log(
     ? `${DECISIONS} decisions per scenario, Redis under callgrind (instructions: the same on every run)\n`
     : `${DECISIONS} decisions per scenario and round, ${ROUNDS} rounds, medians; Redis pinned to its own core\n`,
 );
-console.log(`| scenario | build | ${unit} | Redis commands / decision | script calls / decision |`);
-console.log('| --- | --- | ---: | ---: | ---: |');
+console.log(
+  `| scenario | build | ${unit} | Redis commands / decision | script calls / decision | this process's CPU µs / decision |`,
+);
+console.log('| --- | --- | ---: | ---: | ---: | ---: |');
 for (const [key, list] of samples) {
   const [scenario, label] = key.split('\t');
   const work = median(list.map((s) => s.redisWork));
   console.log(
-    `| ${scenario} | ${label} | ${CALLGRIND ? Math.round(work) : work.toFixed(2)} | ${median(list.map((s) => s.commands)).toFixed(2)} | ${median(list.map((s) => s.calls)).toFixed(3)} |`,
+    `| ${scenario} | ${label} | ${CALLGRIND ? Math.round(work) : work.toFixed(2)} | ${median(list.map((s) => s.commands)).toFixed(2)} | ${median(list.map((s) => s.calls)).toFixed(3)} | ${median(list.map((s) => s.clientUs)).toFixed(2)} |`,
   );
 }
 if (callgrindDir) rmSync(callgrindDir, { recursive: true, force: true });
