@@ -8,7 +8,7 @@
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist adds that build's store (its script)
 // to the same rounds, on the same Redis, under another key prefix: a before/after in one run.
 // BENCH_CALLGRIND=1 runs Redis under valgrind's callgrind and reports the instructions Redis ran per
-// decision instead of its CPU time: the same figure run after run, on a machine as noisy as ours
+// decision instead of its CPU time: within a few per cent run after run, on a machine as noisy as ours
 // (one round of BENCH_SCRIPT_DECISIONS, 4000 by default: callgrind is about 50 times slower).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -151,7 +151,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const unit = CALLGRIND ? 'Redis instructions / decision (callgrind)' : 'Redis CPU µs / decision';
 console.log(
   CALLGRIND
-    ? `${DECISIONS} decisions per scenario, Redis under callgrind (instructions: the same on every run)\n`
+    ? `${DECISIONS} decisions per scenario, Redis under callgrind (instructions: within a few per cent from run to run)\n`
     : `${DECISIONS} decisions per scenario and round, ${ROUNDS} rounds, medians; Redis pinned to its own core\n`,
 );
 console.log(

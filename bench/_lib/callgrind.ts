@@ -1,6 +1,8 @@
 // Instructions a process ran under valgrind's callgrind (Stack.startRedis({ callgrindDir })), read
-// between two points of a bench: a count that does not move with the machine's other load, where CPU
-// time on a shared VM does (the hypervisor's noise is as large as the differences measured).
+// between two points of a bench: a count that barely moves with the machine's other load, where CPU
+// time on a shared VM does (the hypervisor's noise is as large as the differences measured). What
+// still moves it, by a few per cent: Redis's own timed work (serverCron, active expiry) runs more often
+// when the run takes longer, and it is counted too.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 

@@ -139,7 +139,7 @@ export class Stack {
 
   /**
    * A private redis-server. `callgrindDir`: run it under valgrind's callgrind, its counts dumped there
-   * (callgrind.ts reads them): instructions, the same for the same work whatever else the machine does.
+   * (callgrind.ts reads them): instructions, nearly the same for the same work whatever else the machine does.
    */
   async startRedis(options: { callgrindDir?: string } = {}): Promise<RedisServer> {
     const port = await freePort();

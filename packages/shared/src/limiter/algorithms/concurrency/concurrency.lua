@@ -27,6 +27,8 @@ now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be anot
 Level = live slots held, resetMs 0.
 ]]
 ALGORITHMS['concurrency'] = function()
+  -- numbers read in this call, by the max's text (see spec)
+  local numbers = {}
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
 
@@ -38,7 +40,10 @@ ALGORITHMS['concurrency'] = function()
   -- the key lives as long as its last lease (at least minTtlMs: tests walking a simulated clock);
   -- `fresh`: no live lease before this one, so nothing lives longer than it
   local function expireWithLease(key, leaseMs, minTtlMs, fresh)
-    local px = string.format('%.0f', math.ceil(math.max(leaseMs, minTtlMs)))
+    local px = leaseMs -- a whole number of ms (the usual lease): Lua writes it exactly by itself
+    if not (minTtlMs == 0 and leaseMs % 1 == 0 and leaseMs < 1e14) then
+      px = string.format('%.0f', math.ceil(math.max(leaseMs, minTtlMs)))
+    end
     if fresh then
       redis.call('PEXPIRE', key, px)
     elseif hasExpireGt then
@@ -53,13 +58,23 @@ ALGORITHMS['concurrency'] = function()
     ownsKey = true,
 
     spec = function(argv, i)
-      local s = { max = tonumber(argv[i]), leaseMs = tonumber(argv[i + 1]), leaseId = argv[i + 2] }
-      if s.max and s.max >= 1 and s.max == math.floor(s.max) and s.max < math.huge
-          and s.leaseMs and s.leaseMs > 0 and s.leaseMs < math.huge
-          and s.leaseId and s.leaseId ~= '' then
-        return s
+      -- the slot id is per request, the two numbers mostly the same in a call: read once per text
+      local maxText, leaseText = argv[i], argv[i + 1]
+      local max, leaseMs
+      local known = numbers[maxText]
+      if known and known.leaseText == leaseText then
+        max, leaseMs = known.max, known.leaseMs
+      else
+        max, leaseMs = tonumber(maxText), tonumber(leaseText)
+        if not (max and max >= 1 and max == math.floor(max) and max < math.huge
+            and leaseMs and leaseMs > 0 and leaseMs < math.huge) then
+          return nil
+        end
+        numbers[maxText] = { leaseText = leaseText, max = max, leaseMs = leaseMs }
       end
-      return nil
+      local leaseId = argv[i + 2]
+      if not (leaseId and leaseId ~= '') then return nil end
+      return { max = max, leaseMs = leaseMs, leaseId = leaseId }
     end,
 
     -- allowed, then the evaluation for hold or charge: the live slots held, the key
