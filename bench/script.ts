@@ -93,9 +93,17 @@ async function drive(store: StoreLike, scenario: Scenario, decisions: number): P
 const stack = new Stack({ tsx: [], profiledTsx: [], gateway: [] });
 const callgrindDir = CALLGRIND ? mkdtempSync(join(tmpdir(), 'sluice-callgrind-')) : undefined;
 const redis = await stack.startRedis({ callgrindDir });
-// what Redis has run so far: instructions under callgrind, CPU ms otherwise
-const redisWork = () =>
-  callgrindDir ? instructionsSinceLastDump(redis.child.pid!, callgrindDir) : cpuMs(redis.child.pid);
+/** What Redis ran while `run` ran: instructions under callgrind, CPU µs otherwise. */
+async function redisWorkDuring(run: () => Promise<void>): Promise<number> {
+  if (callgrindDir) {
+    instructionsSinceLastDump(redis.child.pid!, callgrindDir); // zeroes callgrind's counters
+    await run();
+    return instructionsSinceLastDump(redis.child.pid!, callgrindDir);
+  }
+  const before = cpuMs(redis.child.pid);
+  await run();
+  return (cpuMs(redis.child.pid) - before) * 1000;
+}
 // a slow Redis (callgrind) must not make a call time out: it is its work that is measured here
 const storeOptions = { commandTimeoutMs: 60_000 };
 const stores: { label: string; store: StoreLike }[] = [
@@ -126,16 +134,14 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const scenario of scenarios) {
     for (const { label, store } of stores) {
       const before = await redis.counters();
-      const workBefore = redisWork();
       const clientBefore = process.cpuUsage();
-      await drive(store, scenario, DECISIONS);
+      const work = await redisWorkDuring(() => drive(store, scenario, DECISIONS));
       const client = process.cpuUsage(clientBefore);
-      const workAfter = callgrindDir ? redisWork() : redisWork() - workBefore;
       const after = await redis.counters();
       const key = `${scenario.name}\t${label}`;
       const list = samples.get(key) ?? [];
       list.push({
-        redisWork: callgrindDir ? workAfter / DECISIONS : (workAfter * 1000) / DECISIONS,
+        redisWork: work / DECISIONS,
         clientUs: (client.user + client.system) / DECISIONS,
         commands: (after.commands - before.commands) / DECISIONS,
         calls: (after.evalsha - before.evalsha) / DECISIONS,

@@ -1,6 +1,6 @@
 /**
  * The sliding window, Cloudflare's approximation, in pure TypeScript with the clock passed in.
- * `sliding-window.lua` is its line-by-line twin (same double operations in the same order; the
+ * `sliding-window.lua` is its twin (same double operations in the same order; the
  * differential test against Redis checks that they agree bit for bit). Change one, change the other.
  *
  * Windows are aligned to whole multiples of `windowMs` since the Unix epoch on the store's clock.

@@ -2,9 +2,9 @@
  * The token bucket of rule format v1 and of `"algorithm": "token-bucket"` limits, in pure
  * TypeScript with the clock passed in.
  *
- * `token-bucket.lua` is a line-by-line twin of this file: the same IEEE-754 double operations in
- * the same order, so both stores give bit-identical answers for the same inputs (the differential
- * test against Redis checks this). Change one, change the other.
+ * `token-bucket.lua` is the twin of this file (its hot steps written out inline): the same IEEE-754
+ * double operations in the same order, so both stores give bit-identical answers for the same inputs
+ * (the differential test against Redis checks this). Change one, change the other.
  *
  * A bucket's balance `b` starts at `capacity`, gains `refill` tokens every `periodMs`, continuously,
  * up to `capacity`, and may be negative. A request of cost `c` is admitted iff `b ≥ min(c, 1)` and
