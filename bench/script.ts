@@ -25,7 +25,7 @@ pinSelf();
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
 const DECISIONS = Number(process.env.BENCH_SCRIPT_DECISIONS ?? (CALLGRIND ? 4_000 : 60_000));
 const ROUNDS = CALLGRIND ? 1 : Number(process.env.BENCH_ROUNDS ?? 3);
-const CLIENTS = 64; // distinct keys per limit: a batch mostly touches different keys, as a gateway's does
+const CLIENTS = 64; // distinct keys per limit: a batch mostly touches different keys, as many clients' do
 
 interface StoreLike {
   ready(): Promise<void>;
@@ -48,11 +48,14 @@ interface Scenario {
   name: string;
   concurrency: number;
   specs: readonly LimitSpec[];
+  /** distinct clients (keys per limit), CLIENTS unless said: 1 is one hot client, whose batches hit one key */
+  clients?: number;
 }
 const scenarios: Scenario[] = [
   { name: 'token bucket, one call per decision', concurrency: 1, specs: [bucket] },
   { name: 'token bucket, batches of up to 4', concurrency: 4, specs: [bucket] },
   { name: 'token bucket, batches of up to 16', concurrency: 16, specs: [bucket] },
+  { name: 'token bucket, one hot key, batches of up to 16', concurrency: 16, specs: [bucket], clients: 1 },
   { name: 'sliding window, batches of up to 16', concurrency: 16, specs: [window] },
   { name: 'three stacked limits, batches of up to 16', concurrency: 16, specs: [bucket, bucket, window] },
   { name: 'concurrency take + give back, up to 16', concurrency: 16, specs: [slots] },
@@ -85,7 +88,7 @@ async function decide(store: StoreLike, specs: readonly LimitSpec[], client: num
 async function drive(store: StoreLike, scenario: Scenario, decisions: number): Promise<void> {
   let next = 0;
   const worker = async () => {
-    while (next < decisions) await decide(store, scenario.specs, next++ % CLIENTS);
+    while (next < decisions) await decide(store, scenario.specs, next++ % (scenario.clients ?? CLIENTS));
   };
   await Promise.all(Array.from({ length: scenario.concurrency }, worker));
 }

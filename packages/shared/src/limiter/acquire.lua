@@ -6,8 +6,8 @@ of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at t
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag
 ARGV[1]   operation: "acquire" (admission), "settle" (the end of an exchange), "renew" (slots of a
-          running exchange kept for another lease), or "batch" (several requests of any of these
-          kinds in one call, see below)
+          running exchange kept for another lease), or "batch" / "batch-repeats" (several requests
+          of any of these kinds in one call, see below)
 ARGV[2]   nowMs      TESTS ONLY. Empty = the clock is Redis `TIME`. Production never passes it: time
                      is the store's clock, never a gateway's.
 ARGV[3]   minTtlMs   TESTS ONLY. Empty = none. A floor on every written key's time to live, so a test
@@ -52,6 +52,8 @@ decided exactly as a call of its own would be, on the batch's one clock (the TIM
 nowMs), one after the other in order: request j sees what requests 1..j-1 wrote. Returns m replies,
 each the reply of its single call, or an error reply in its place when its own arguments are bad.
 On a Redis Cluster every key of a batch is in one slot (RedisStore groups by slot).
+"batch-repeats" is "batch" for a batch in which some key is used by more than one request: its states
+are then kept pending and written once, at the end (see `pending`); the two decide alike.
 
 Needs Redis >= 5: TIME followed by writes is allowed because scripts replicate their effects (the
 default since 5, the only mode since 7).
@@ -165,7 +167,8 @@ local algorithms = setmetatable({}, {
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
 local operation = ARGV[1]
-if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and operation ~= 'batch' then
+local batching = operation == 'batch' or operation == 'batch-repeats'
+if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and not batching then
   return fail('unknown operation ' .. tostring(operation))
 end
 
@@ -180,8 +183,8 @@ nowText = format('%.17g', nowMs)
 local minTtlMs = 0
 if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 
--- writes a string state as charge/settle return it
-local function store(key, value, ttlMs)
+-- writes a string state as charge/settle return it (ttlMs 0: it no longer matters, deleted)
+local function write(key, value, ttlMs)
   if ttlMs == 0 then
     redis.call('DEL', key)
   elseif minTtlMs == 0 and ttlMs < 1e14 and ttlMs % 1 == 0 then
@@ -193,6 +196,23 @@ local function store(key, value, ttlMs)
     -- a whole number below MAX_WAIT_MS (or a test's floor): '%d' writes it exactly, cheaper than '%.0f'
     redis.call('SET', key, value, 'PX', format('%d', math.ceil(math.min(math.max(ttlMs, minTtlMs), MAX_WAIT_MS))))
   end
+end
+
+--[[
+A batch whose requests share keys ("batch-repeats": one hot client's bucket, a cap for everyone)
+keeps the string states it writes pending, by key (false: deleted), and writes each to Redis once, at
+its end: a GET and a SET were a third of a decision's work in Redis (issue 16). What
+the batch wrote is read back from here. Nothing else runs while a script does, so every key ends as
+request-by-request writes leave it. A single call, or a batch of different keys ("batch"), writes at
+once: the tables would cost it more than they save (a table made on every call is dear in Redis).
+]]
+local pending, pendingTtls -- nil outside a batch
+
+-- the state charge/settle returned for key, written or, in a batch, pending
+local function store(key, value, ttlMs)
+  if not pending then return write(key, value, ttlMs) end
+  if ttlMs == 0 then value = false end
+  pending[key], pendingTtls[key] = value, ttlMs
 end
 
 --[[
@@ -208,7 +228,7 @@ local function grantRefund(key, amount, refundMax, periodMs)
   local ledgerKey = key .. '|refunds'
   local level = 0
   local updatedAtMs = nowMs
-  local stored = redis.call('GET', ledgerKey)
+  local stored = redis.call('GET', ledgerKey) -- never held: only a refund reads or writes a ledger
   local sep = stored and string.find(stored, ' ', 1, true)
   if sep then
     local was = tonumber(string.sub(stored, 1, sep - 1))
@@ -223,15 +243,10 @@ local function grantRefund(key, amount, refundMax, periodMs)
   local granted = math.min(amount, refundMax - level)
   if not (granted > 0) then return 0 end
   level = level + granted
-  store(ledgerKey, fmt(level) .. ' ' .. fmt(updatedAtMs), math.ceil(level * periodMs / refundMax))
+  write(ledgerKey, fmt(level) .. ' ' .. fmt(updatedAtMs), math.ceil(level * periodMs / refundMax))
   return granted
 end
 
--- the state an algorithm decides on: its own key, or the string under it
-local function stateOf(algorithm, key)
-  if algorithm.ownsKey then return key end
-  return redis.call('GET', key)
-end
 
 -- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
 -- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
@@ -265,7 +280,12 @@ local function settleRequest(keyBase, n, i, last, renewing)
     if refundMax and delta < 0 then
       refund = function(amount, periodMs) return grantRefund(key, amount, refundMax, periodMs) end
     end
-    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs, refund)
+    local stored = key -- the state an algorithm decides on: its own key, or the string under it
+    if not algorithm.ownsKey then
+      stored = pending and pending[key] -- as this call left it
+      if stored == nil then stored = redis.call('GET', key) end
+    end
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund)
     if level == nil then
       reply[k] = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
@@ -288,11 +308,21 @@ local function acquireOne(key, i, last)
   if not spec then return fail('bad limits of check 1') end
   if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
   local stored = key
-  if not algorithm.ownsKey then stored = redis.call('GET', key) end
+  if not algorithm.ownsKey then
+    stored = pending and pending[key] -- as this call left it
+    if stored == nil then stored = redis.call('GET', key) end
+  end
   local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
   if allowed then
     local level, resetMs, value, ttlMs = algorithm.charge(spec, cost, nowMs, minTtlMs, x, y, z)
-    if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
+    if value ~= nil then -- nil: the algorithm wrote its own key
+      if not pending then
+        write(key, value, ttlMs)
+      else
+        if ttlMs == 0 then value = false end
+        pending[key], pendingTtls[key] = value, ttlMs
+      end
+    end
     return '1 ' .. fmt(level) .. ' 0 ' .. format('%d', resetMs) .. ' ' .. nowText
   end
   local _, level, retryAfterMs, resetMs = algorithm.hold(spec, cost, nowMs, false, x, y, z)
@@ -318,7 +348,13 @@ local function acquireRequest(keyBase, n, i, last)
     local spec = algorithm.spec(ARGV, i + 2)
     if not spec then return fail('bad limits of check ' .. k) end
     i = i + 2 + algorithm.arity
-    local allowed, x, y, z = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
+    local key = KEYS[keyBase + k]
+    local stored = key -- the state an algorithm decides on: its own key, or the string under it
+    if not algorithm.ownsKey then
+      stored = pending and pending[key] -- as this call left it
+      if stored == nil then stored = redis.call('GET', key) end
+    end
+    local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
     evAlgorithm[k], evSpec[k], evCost[k], evAllowed[k], evX[k], evY[k], evZ[k] = algorithm, spec, cost, allowed, x, y, z
     if not allowed then allAllowed = false end
   end
@@ -339,7 +375,7 @@ local function acquireRequest(keyBase, n, i, last)
   return table.concat(reply, ' ')
 end
 
-if operation ~= 'batch' then
+if not batching then
   local n = tonumber(ARGV[4])
   if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
   if operation == 'settle' then return settleRequest(0, n, 5, #ARGV, false) end
@@ -358,6 +394,7 @@ local keyCount, argCount = #KEYS, #ARGV
 -- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
 -- and a table lookup costs a fraction of tonumber (false: not a number)
 local numbers, refs = {}, {}
+if operation == 'batch-repeats' then pending, pendingTtls = {}, {} end
 local keyBase = 0
 local i = 5
 for j = 1, m do
@@ -401,4 +438,7 @@ for j = 1, m do
   i = nextI
 end
 if keyBase ~= keyCount or i ~= argCount + 1 then return fail('the requests must use every key and argument') end
+if pending then
+  for key, value in pairs(pending) do write(key, value, pendingTtls[key]) end
+end
 return replies

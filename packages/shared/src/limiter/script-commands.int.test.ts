@@ -2,7 +2,7 @@
  * What the script does inside Redis per decision (issue 16: scripts that do only what the algorithm
  * needs), read from MONITOR on the real Redis, which lists the commands a script runs ("lua" lines): a
  * concurrency take and give-back is at most 4 commands and never TYPE; a token-bucket decision reads
- * and writes one key.
+ * and writes one key, and a batch of decisions on one key reads and writes it once.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,5 +56,34 @@ describe('Redis commands inside the script, per decision', () => {
     const key = limitKey('', 'commands', 'bucket', `bucket-${Date.now()}`);
     const seen = await scriptCommands(key, () => redis.store.acquire([{ key, spec, cost: 1 }]));
     expect(seen).toEqual(['GET', 'SET']);
+  });
+
+  it('a batch of decisions on one key: one GET and one SET, each request decided in turn', async () => {
+    const spec: TokenBucketSpec = {
+      algorithm: 'token-bucket',
+      capacity: 5,
+      refill: 1,
+      periodMs: 3_600_000,
+      maxDebt: 0,
+    };
+    const key = limitKey('', 'commands', 'bucket', `batch-${Date.now()}`);
+    let decisions: { allowed: boolean; remaining: number }[] = [];
+    const seen = await scriptCommands(key, async () => {
+      // asked in one event-loop turn: one batched script call (RedisStore batches by default)
+      decisions = await Promise.all(
+        Array.from({ length: 8 }, () =>
+          redis.store
+            .acquire([{ key, spec, cost: 1 }])
+            .then((d) => ({ allowed: d.allowed, remaining: d.limits[0]!.remaining })),
+        ),
+      );
+    });
+    expect(seen).toEqual(['GET', 'SET']);
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+    expect(decisions.slice(0, 5).map((d) => Math.floor(d.remaining))).toEqual([4, 3, 2, 1, 0]);
+    // what the last admitted request left is what Redis holds, and it expires when the bucket is full again
+    const stored = await redis.admin.get(redis.prefix + key);
+    expect(Number(stored?.split(' ')[0])).toBeCloseTo(0, 3);
+    expect(await redis.admin.pttl(redis.prefix + key)).toBeGreaterThan(5 * 3_600_000 - 60_000);
   });
 });

@@ -55,6 +55,22 @@ function answer(request: PendingCall, reply: unknown): void {
   request.resolve(decoded);
 }
 
+/**
+ * Some key is used by more than one of the requests (a hot client, a limit shared by everyone): the
+ * script then keeps their states pending and writes each once ("batch-repeats"), which costs a batch
+ * of different keys more than it saves.
+ */
+function keysRepeat(requests: readonly PendingCall[]): boolean {
+  const seen = new Set<string>();
+  for (const { keys } of requests) {
+    for (const key of keys) {
+      if (seen.has(key)) return true;
+      seen.add(key);
+    }
+  }
+  return false;
+}
+
 /** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
 interface Batch {
   /** the batch's clock: '' (Redis TIME) or the store's own */
@@ -175,7 +191,7 @@ export class BatchingChannel implements ScriptChannel {
     const keysAndArgs: string[] = new Array(length);
     let k = 0;
     let a = batch.keyCount;
-    keysAndArgs[a++] = 'batch';
+    keysAndArgs[a++] = keysRepeat(requests) ? 'batch-repeats' : 'batch';
     keysAndArgs[a++] = nowMs;
     keysAndArgs[a++] = minTtlMs;
     keysAndArgs[a++] = String(requests.length);

@@ -85,8 +85,13 @@ ALGORITHMS['sliding-window'] = function()
     return waitMs(function(x) return estimateAt(si, sc, sp, windowMs, nowMs + x) <= 0 end, guess)
   end
 
+  -- the last state this call wrote or read, as text and as numbers (as the token bucket's: a batch's
+  -- requests mostly read what the one before wrote)
+  local lastState, lastSi, lastSc, lastSp, lastTag
+
   -- si, sc, sp, tag; nil for nothing, another algorithm's or an untagged state
   local function parseState(stored)
+    if stored == lastState then return lastSi, lastSc, lastSp, lastTag end
     local a = string.find(stored, ' ', 1, true)
     if not a then return nil end
     local c = string.find(stored, ' ', a + 1, true)
@@ -96,7 +101,10 @@ ALGORITHMS['sliding-window'] = function()
     local si = tonumber(string.sub(stored, 1, a - 1))
     local sc = tonumber(string.sub(stored, a + 1, c - 1))
     local sp = tonumber(string.sub(stored, c + 1, d - 1))
-    if si and sc and sp then return si, sc, sp, string.sub(stored, d + 1) end
+    if si and sc and sp then
+      lastState, lastSi, lastSc, lastSp, lastTag = stored, si, sc, sp, string.sub(stored, d + 1)
+      return si, sc, sp, lastTag
+    end
     return nil
   end
 
@@ -113,7 +121,10 @@ ALGORITHMS['sliding-window'] = function()
   end
 
   local function encode(windowIndex, current, previous, tag)
-    return fmt(windowIndex) .. ' ' .. fmt(current) .. ' ' .. fmt(previous) .. ' ' .. tag
+    local state = fmt(windowIndex) .. ' ' .. fmt(current) .. ' ' .. fmt(previous) .. ' ' .. tag
+    -- read back as it was written: '%.17g' and '%d' round-trip exactly
+    lastState, lastSi, lastSc, lastSp, lastTag = state, windowIndex, current, previous, tag
+    return state
   end
 
   return {

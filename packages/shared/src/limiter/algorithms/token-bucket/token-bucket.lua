@@ -70,9 +70,15 @@ ALGORITHMS['token-bucket'] = function()
     return waitMs(function(x) return refilled(balance, updatedAtMs, s, nowMs + x) >= capacity end, guess)
   end
 
+  -- the last state this call wrote or read, as text and as numbers: a batch's requests mostly decide
+  -- on the state the one before wrote (acquire.lua's `read` hands back that very string, and Lua
+  -- strings are interned: one pointer comparison), so it is not parsed again
+  local lastState, lastBalance, lastUpdatedAtMs, lastTag
+
   -- balance, updatedAtMs, tag ('' written before tags); nil for nothing or another algorithm's state
   local function parseState(stored)
     if not stored then return nil end
+    if stored == lastState then return lastBalance, lastUpdatedAtMs, lastTag end
     local a = string.find(stored, ' ', 1, true)
     if not a then return nil end
     local b = string.find(stored, ' ', a + 1, true)
@@ -86,7 +92,10 @@ ALGORITHMS['token-bucket'] = function()
       tag = ''
     end
     local balance = tonumber(string.sub(stored, 1, a - 1))
-    if balance and updatedAtMs then return balance, updatedAtMs, tag end
+    if balance and updatedAtMs then
+      lastState, lastBalance, lastUpdatedAtMs, lastTag = stored, balance, updatedAtMs, tag
+      return balance, updatedAtMs, tag
+    end
     return nil
   end
 
@@ -94,7 +103,10 @@ ALGORITHMS['token-bucket'] = function()
   local function written(s, nextBalance, updatedAtMs, nowMs)
     local nextUpdatedAtMs = max(nowMs, updatedAtMs)
     local resetMs = untilFullMs(nextBalance, nextUpdatedAtMs, s, nowMs)
-    return nextBalance, resetMs, fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag, resetMs
+    local state = fmt(nextBalance) .. ' ' .. fmt(nextUpdatedAtMs) .. ' ' .. s.tag
+    -- read back as it was written: '%.17g' and '%d' round-trip exactly
+    lastState, lastBalance, lastUpdatedAtMs, lastTag = state, nextBalance, nextUpdatedAtMs, s.tag
+    return nextBalance, resetMs, state, resetMs
   end
 
   return {
