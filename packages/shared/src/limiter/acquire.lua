@@ -106,6 +106,14 @@ local function fmt(x)
   return lastText
 end
 
+-- '%d' of a whole number of ms (a wait, a reset), the last one from memory: the requests of a batch on
+-- one limit mostly wait the same (-0 and 0 both write "0")
+local lastWhole, lastWholeText
+local function whole(x)
+  if x ~= lastWhole then lastWhole, lastWholeText = x, format('%d', x) end
+  return lastWholeText
+end
+
 -- Smallest whole x (ms) with at(x) true, capped at MAX_WAIT_MS; at must be monotone (false, then
 -- true). Brackets from the estimate, then bisects. Mirrors algorithms/wait.ts.
 local function waitMs(at, estimateMs)
@@ -290,7 +298,7 @@ local function settleRequest(keyBase, n, i, last, renewing)
       reply[k] = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
       if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
-      reply[k] = fmt(level) .. ' ' .. format('%d', resetMs)
+      reply[k] = fmt(level) .. ' ' .. whole(resetMs)
     end
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
@@ -323,10 +331,10 @@ local function acquireOne(key, i, last)
         pending[key], pendingTtls[key] = value, ttlMs
       end
     end
-    return '1 ' .. fmt(level) .. ' 0 ' .. format('%d', resetMs) .. ' ' .. nowText
+    return '1 ' .. fmt(level) .. ' 0 ' .. whole(resetMs) .. ' ' .. nowText
   end
   local _, level, retryAfterMs, resetMs = algorithm.hold(spec, cost, nowMs, false, x, y, z)
-  return '0 ' .. fmt(level) .. ' ' .. format('%d', retryAfterMs) .. ' ' .. format('%d', resetMs) .. ' ' .. nowText
+  return '0 ' .. fmt(level) .. ' ' .. whole(retryAfterMs) .. ' ' .. whole(resetMs) .. ' ' .. nowText
 end
 
 -- Each check's evaluation between the two passes of acquireRequest, by check: made by the first
@@ -365,10 +373,10 @@ local function acquireRequest(keyBase, n, i, last)
     if allAllowed then
       local level, resetMs, value, ttlMs = evAlgorithm[k].charge(evSpec[k], evCost[k], nowMs, minTtlMs, evX[k], evY[k], evZ[k])
       if value ~= nil then store(KEYS[keyBase + k], value, ttlMs) end -- nil: the algorithm wrote its own key
-      reply[k] = '1 ' .. fmt(level) .. ' 0 ' .. format('%d', resetMs)
+      reply[k] = '1 ' .. fmt(level) .. ' 0 ' .. whole(resetMs)
     else
       local allowed, level, retryAfterMs, resetMs = evAlgorithm[k].hold(evSpec[k], evCost[k], nowMs, evAllowed[k], evX[k], evY[k], evZ[k])
-      reply[k] = (allowed and '1 ' or '0 ') .. fmt(level) .. ' ' .. format('%d', retryAfterMs) .. ' ' .. format('%d', resetMs)
+      reply[k] = (allowed and '1 ' or '0 ') .. fmt(level) .. ' ' .. whole(retryAfterMs) .. ' ' .. whole(resetMs)
     end
   end
   reply[n + 1] = nowText -- the decision's clock: a settlement gives back where it counted
