@@ -58,6 +58,12 @@ const scenarios: Scenario[] = [
   { name: 'token bucket, one hot key, batches of up to 16', concurrency: 16, specs: [bucket], clients: 1 },
   { name: 'sliding window, batches of up to 16', concurrency: 16, specs: [window] },
   { name: 'three stacked limits, batches of up to 16', concurrency: 16, specs: [bucket, bucket, window] },
+  {
+    name: 'three stacked limits, one hot client, batches of up to 16',
+    concurrency: 16,
+    specs: [bucket, bucket, window],
+    clients: 1,
+  },
   { name: 'concurrency take + give back, up to 16', concurrency: 16, specs: [slots] },
 ];
 
