@@ -9,7 +9,9 @@
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_CPU_PROF=<dir> (write V8
 // CPU profiles of the gateway and the bare proxy there; slows both), BENCH_SERVER_NODE_FLAGS (extra
-// node flags for every Node server, the same for all, e.g. `--single-threaded-gc`; none by default).
+// node flags for every Node server, the same for all, e.g. `--single-threaded-gc`; none by default),
+// BENCH_BASELINE_GATEWAY=<path of another build's apps/gateway/dist/server.js> (runs both scenarios
+// through that build too, in the same rounds: a before/after in one run).
 import { loadavg } from 'node:os';
 import { closedLoopRound, closedLoopSettings, type RoundResult } from './_lib/closed-loop.js';
 import { createRules, nodeCommandsFromEnv, pinSelf, SERVER_CPU, Stack } from './_lib/stack.js';
@@ -38,6 +40,16 @@ await createRules(rulesApi.url, [
   },
 ]);
 const gateway = await stack.startGateway('gateway', upstream.url, rulesApi.url, { REDIS_URL: redis.url });
+const baselineJs = process.env.BENCH_BASELINE_GATEWAY;
+const baseline = baselineJs
+  ? await stack.startGateway(
+      'baseline gateway',
+      upstream.url,
+      rulesApi.url,
+      { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'baseline:' },
+      baselineJs,
+    )
+  : undefined;
 
 const bareUrl = `${bare.url}/ok/item`;
 const slotsUrl = `${gateway.url}/slots/item`;
@@ -59,12 +71,26 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 await cannon(bareUrl, 2, bare.child.pid);
 await cannon(slotsUrl, 2, gateway.child.pid);
 await cannon(chargedUrl, 2, gateway.child.pid);
+if (baseline) {
+  await cannon(`${baseline.url}/slots/item`, 2, baseline.child.pid);
+  await cannon(`${baseline.url}/charged/item`, 2, baseline.child.pid);
+}
 
-const scenarios = { bare: [] as RoundResult[], slots: [] as RoundResult[], charged: [] as RoundResult[] };
+const scenarios = {
+  bare: [] as RoundResult[],
+  slots: [] as RoundResult[],
+  charged: [] as RoundResult[],
+  baselineSlots: [] as RoundResult[],
+  baselineCharged: [] as RoundResult[],
+};
 for (let i = 0; i < ROUNDS; i++) {
   scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
   scenarios.slots.push(await cannon(slotsUrl, SECONDS, gateway.child.pid));
   scenarios.charged.push(await cannon(chargedUrl, SECONDS, gateway.child.pid));
+  if (baseline) {
+    scenarios.baselineSlots.push(await cannon(`${baseline.url}/slots/item`, SECONDS, baseline.child.pid));
+    scenarios.baselineCharged.push(await cannon(`${baseline.url}/charged/item`, SECONDS, baseline.child.pid));
+  }
 }
 const fmt = (n: number, d = 0) => n.toFixed(d);
 const bareRps = median(scenarios.bare.map((r) => r.rps));
@@ -89,8 +115,11 @@ console.log(
 for (const [label, key, target] of [
   ['gateway, concurrency rule (take + give back)', 'slots', '≤ bare + 20 µs, ≤ 4 commands'],
   ['gateway, charged rule (admit + settle)', 'charged', ''],
+  ['baseline build, concurrency rule', 'baselineSlots', '(before)'],
+  ['baseline build, charged rule', 'baselineCharged', '(before)'],
 ] as const) {
   const runs = scenarios[key];
+  if (runs.length === 0) continue;
   const rps = median(runs.map((r) => r.rps));
   const other = sum(runs.map((r) => r.responses - r.status2xx + r.errors));
   const over = proxyUs(runs) + redisUs(runs) - bareUs;
@@ -99,12 +128,14 @@ for (const [label, key, target] of [
   );
 }
 console.log(
-  `\nper-round req/s: ${(['bare', 'slots', 'charged'] as const)
+  `\nper-round req/s: ${(['bare', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const)
+    .filter((k) => scenarios[k].length > 0)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
     .join('; ')}`,
 );
 console.log(
-  `per-round proxy CPU µs/req: ${(['bare', 'slots', 'charged'] as const)
+  `per-round proxy CPU µs/req: ${(['bare', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const)
+    .filter((k) => scenarios[k].length > 0)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.cpuUs.proxy)).join(' / ')}`)
     .join('; ')}`,
 );

@@ -271,6 +271,34 @@ describe('batching changes the cost, never a result', () => {
     expect(String(reply[2]).split(' ')[0]).toBe('1');
     expect(await admin.exists(key('y'))).toBe(0);
   });
+
+  it('"batch-repeats" (keys shared by requests): each request sees the writes before it; the key ends with the last', async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'repeats', '', name)}`;
+    const bucket = ['token-bucket', '1', '5', '1', '60000', '0', 'T5/1/60000'];
+    const reply = (await batched.client.sluiceAcquire(
+      4,
+      key('x'),
+      key('y'),
+      key('x'),
+      key('x'),
+      'batch-repeats',
+      '',
+      '',
+      '4',
+      ...['acquire', '1', String(bucket.length), ...bucket],
+      ...['acquire', '1', '2', 'no-such-algorithm', '1'],
+      ...['acquire', '1', '@1'],
+      ...['settle', '1', '9', 'token-bucket', '5', '1', '60000', '0', 'T5/1/60000', '-1', '0', ''],
+    )) as unknown[];
+    expect(reply).toHaveLength(4);
+    expect(String(reply[0]).split(' ').slice(0, 2)).toEqual(['1', '4']);
+    expect(reply[1]).toBeInstanceOf(Error);
+    expect(String(reply[2]).split(' ').slice(0, 2)).toEqual(['1', '3']); // saw the first one's charge
+    expect(Math.round(Number(String(reply[3]).split(' ')[0]))).toBe(4); // the settlement gave one back
+    expect(Math.round(Number((await admin.get(key('x')))?.split(' ')[0]))).toBe(4);
+    expect(await admin.pttl(key('x'))).toBeGreaterThan(0); // written with its time to live
+    expect(await admin.exists(key('y'))).toBe(0);
+  });
 });
 
 describe("a batch's shared arguments", () => {
