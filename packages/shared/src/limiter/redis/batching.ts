@@ -55,20 +55,27 @@ function answer(request: PendingCall, reply: unknown): void {
   request.resolve(decoded);
 }
 
+/** keysRepeat's scratch set, emptied after each use: one set for the process, not one per batch */
+const seenKeys = new Set<string>();
+
 /**
  * Some key is used by more than one of the requests (a hot client, a limit shared by everyone): the
  * script then keeps their states pending and writes each once ("batch-repeats"), which costs a batch
- * of different keys more than it saves.
+ * of different keys more than it saves. Only a hint: both forms decide alike.
  */
 function keysRepeat(requests: readonly PendingCall[]): boolean {
-  const seen = new Set<string>();
-  for (const { keys } of requests) {
+  let repeats = false;
+  outer: for (const { keys } of requests) {
     for (const key of keys) {
-      if (seen.has(key)) return true;
-      seen.add(key);
+      if (seenKeys.has(key)) {
+        repeats = true;
+        break outer;
+      }
+      seenKeys.add(key);
     }
   }
-  return false;
+  seenKeys.clear();
+  return repeats;
 }
 
 /** The calls for one route (one Redis, or one slot of a Cluster) that will leave as one script call. */
