@@ -185,9 +185,14 @@ if ARGV[2] and ARGV[2] ~= '' then
   if not (nowMs and nowMs > -math.huge and nowMs < math.huge) then return fail('bad nowMs') end
 else
   local t = redis.call('TIME') -- { seconds, microseconds }
-  nowMs = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  -- written from TIME's own digits, "<seconds><ms>.<µs>", and read from that text: the text is exact
+  -- by construction, at a fraction of the price of '%.17g' (issue 16)
+  local us = t[2]
+  if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+  nowText = t[1] .. string.sub(us, 1, 3) .. '.' .. string.sub(us, 4)
+  nowMs = tonumber(nowText)
 end
-nowText = format('%.17g', nowMs)
+if not nowText then nowText = format('%.17g', nowMs) end
 local minTtlMs = 0
 if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 
