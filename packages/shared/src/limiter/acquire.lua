@@ -214,8 +214,8 @@ end
 --[[
 A batch whose requests share keys ("batch-repeats": one hot client's bucket, a cap for everyone)
 keeps the string states it writes pending, by key (false: deleted), and writes each to Redis once, at
-its end: a GET and a SET were a third of a decision's work in Redis (issue 16). What
-the batch wrote is read back from here. Nothing else runs while a script does, so every key ends as
+its end: a GET and a SET were a third of a decision's work in Redis (issue 16). What the batch wrote
+is read back from here. Nothing else runs while a script does, so every key ends as
 request-by-request writes leave it. A single call, or a batch of different keys ("batch"), writes at
 once: the tables would cost it more than they save (a table made on every call is dear in Redis).
 ]]
@@ -241,7 +241,7 @@ local function grantRefund(key, amount, refundMax, periodMs)
   local ledgerKey = key .. '|refunds'
   local level = 0
   local updatedAtMs = nowMs
-  local stored = redis.call('GET', ledgerKey) -- never held: only a refund reads or writes a ledger
+  local stored = redis.call('GET', ledgerKey) -- never pending: only a refund reads or writes a ledger
   local sep = stored and string.find(stored, ' ', 1, true)
   if sep then
     local was = tonumber(string.sub(stored, 1, sep - 1))
@@ -259,7 +259,6 @@ local function grantRefund(key, amount, refundMax, periodMs)
   write(ledgerKey, fmt(level) .. ' ' .. fmt(updatedAtMs), math.ceil(level * periodMs / refundMax))
   return granted
 end
-
 
 -- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
 -- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.

@@ -71,8 +71,8 @@ ALGORITHMS['token-bucket'] = function()
   end
 
   -- the last state this call wrote or read, as text and as numbers: a batch's requests mostly decide
-  -- on the state the one before wrote (acquire.lua's `read` hands back that very string, and Lua
-  -- strings are interned: one pointer comparison), so it is not parsed again
+  -- on the state the one before wrote (a "batch-repeats" batch hands back that very string from its
+  -- pending states, and Lua strings are interned: one pointer comparison), so it is not parsed again
   local lastState, lastBalance, lastUpdatedAtMs, lastTag
 
   -- balance, updatedAtMs, tag ('' written before tags); nil for nothing or another algorithm's state
