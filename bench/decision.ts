@@ -88,13 +88,23 @@ interface Scenario {
 }
 const scenarios: Scenario[] = [];
 const kinds = [
-  { kind: 'in-process store', input: ruleInput, path: '/ok/item' },
-  { kind: 'Redis, batched', input: ruleInput, path: '/ok/item' },
-  { kind: 'in-process store, three stacked limits', input: stackedInput, path: '/stacked/item' },
-  { kind: 'Redis, batched, three stacked limits', input: stackedInput, path: '/stacked/item' },
+  { kind: 'in-process store', inProcess: true, input: ruleInput, path: '/ok/item' },
+  { kind: 'Redis, batched', inProcess: false, input: ruleInput, path: '/ok/item' },
+  {
+    kind: 'in-process store, three stacked limits',
+    inProcess: true,
+    input: stackedInput,
+    path: '/stacked/item',
+  },
+  {
+    kind: 'Redis, batched, three stacked limits',
+    inProcess: false,
+    input: stackedInput,
+    path: '/stacked/item',
+  },
 ] as const;
 for (const { label, lib, redisLib } of builds) {
-  for (const { kind, input, path } of kinds) {
+  for (const { kind, inProcess, input, path } of kinds) {
     const rule = {
       ...lib.withDefaults(input),
       id: '00000000-0000-4000-8000-000000000001',
@@ -103,7 +113,7 @@ for (const { label, lib, redisLib } of builds) {
       updatedAt: '2026-01-01T00:00:00.000Z',
     } as Rule;
     const requests = facts(path);
-    const primary = kind.startsWith('in-process store')
+    const primary = inProcess
       ? new lib.MemoryStore({})
       : new redisLib.RedisStore(redis.url, {
           keyPrefix: `${label === 'baseline' ? 'b' : 'n'}:`,
@@ -114,7 +124,7 @@ for (const { label, lib, redisLib } of builds) {
     const store = new lib.GuardedStore({
       primary,
       policy: 'open',
-      local: kind.startsWith('in-process store') ? primary : undefined,
+      local: inProcess ? primary : undefined,
       log: { info() {}, error() {} },
     });
     const core = new lib.DecisionCore({ store });

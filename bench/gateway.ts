@@ -77,16 +77,7 @@ await createRules(rulesApi.url, [
 ]);
 const gateway = await stack.startGateway('gateway', upstream.url, rulesApi.url, { REDIS_URL: redis.url });
 const rateLimited = await stack.startRateLimitedProxy(upstream.url, redis.url);
-const baselineJs = process.env.BENCH_BASELINE_GATEWAY;
-const baseline = baselineJs
-  ? await stack.startGateway(
-      'baseline gateway',
-      upstream.url,
-      rulesApi.url,
-      { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'baseline:' },
-      baselineJs,
-    )
-  : undefined;
+const baseline = await stack.startBaselineGateway(upstream.url, rulesApi.url, redis.url);
 
 /** the stacked rule's per-key limits are keyed by this header: one API key for the whole run */
 const stackedHeaders = { 'x-api-key': 'bench-key' };

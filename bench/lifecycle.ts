@@ -40,16 +40,7 @@ await createRules(rulesApi.url, [
   },
 ]);
 const gateway = await stack.startGateway('gateway', upstream.url, rulesApi.url, { REDIS_URL: redis.url });
-const baselineJs = process.env.BENCH_BASELINE_GATEWAY;
-const baseline = baselineJs
-  ? await stack.startGateway(
-      'baseline gateway',
-      upstream.url,
-      rulesApi.url,
-      { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'baseline:' },
-      baselineJs,
-    )
-  : undefined;
+const baseline = await stack.startBaselineGateway(upstream.url, rulesApi.url, redis.url);
 
 const bareUrl = `${bare.url}/ok/item`;
 const slotsUrl = `${gateway.url}/slots/item`;

@@ -259,6 +259,27 @@ export class Stack {
     return { ...started, adminPort, adminUrl: `http://127.0.0.1:${adminPort}` };
   }
 
+  /**
+   * BENCH_BASELINE_GATEWAY=<another build's apps/gateway/dist/server.js>: that build's gateway beside
+   * this one, on the same Redis under its own key prefix, so a bench runs both in the same rounds (a
+   * before/after in one run); undefined when the variable is not set.
+   */
+  async startBaselineGateway(
+    upstreamUrl: string,
+    rulesUrl: string,
+    redisUrl: string,
+  ): Promise<Gateway | undefined> {
+    const serverJs = process.env.BENCH_BASELINE_GATEWAY;
+    if (!serverJs) return undefined;
+    return await this.startGateway(
+      'baseline gateway',
+      upstreamUrl,
+      rulesUrl,
+      { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: 'baseline:' },
+      serverJs,
+    );
+  }
+
   /** Disconnects its Redis clients, stops every server (the last started first) and removes the rules API's data directory. */
   async stop(): Promise<void> {
     for (const c of this.clients) c.disconnect();
