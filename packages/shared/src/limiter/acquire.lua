@@ -159,6 +159,18 @@ local function waitMs(at, estimateMs)
   return hi
 end
 
+--[[
+A batch whose requests share keys ("batch-repeats": one hot client's bucket, a cap for everyone)
+keeps the string states it writes pending, by key (false: deleted), and writes each to Redis once, at
+its end: a GET and a SET were a third of a decision's work in Redis (issue 16). What the batch wrote
+is read back from here. Nothing else runs while a script does, so every key ends as
+request-by-request writes leave it. A single call, or a batch of different keys ("batch"), writes at
+once: the tables would cost it more than they save (a table made on every call is dear in Redis).
+Declared before the algorithms: an algorithm that owns its key (concurrency) keeps what it knows of
+that key for the rest of such a call too.
+]]
+local pending, pendingTtls -- nil outside a "batch-repeats" call
+
 -- @algorithms
 
 -- the algorithms this call uses, each built from its factory the first time it is named
@@ -210,16 +222,6 @@ local function write(key, value, ttlMs)
     redis.call('SET', key, value, 'PX', format('%d', math.ceil(math.min(math.max(ttlMs, minTtlMs), MAX_WAIT_MS))))
   end
 end
-
---[[
-A batch whose requests share keys ("batch-repeats": one hot client's bucket, a cap for everyone)
-keeps the string states it writes pending, by key (false: deleted), and writes each to Redis once, at
-its end: a GET and a SET were a third of a decision's work in Redis (issue 16). What the batch wrote
-is read back from here. Nothing else runs while a script does, so every key ends as
-request-by-request writes leave it. A single call, or a batch of different keys ("batch"), writes at
-once: the tables would cost it more than they save (a table made on every call is dear in Redis).
-]]
-local pending, pendingTtls -- nil outside a batch
 
 -- the state charge/settle returned for key, written or, in a batch, pending
 local function store(key, value, ttlMs)

@@ -226,6 +226,101 @@ describe('batching changes the cost, never a result', () => {
     expect(calls).toBeLessThan(operations / 4);
   }, 120_000);
 
+  it('concurrency slots: takes, give-backs and renewals on shared keys decide alike one by one and in batches, and every key keeps an expiry', async () => {
+    // slots on one or two keys, leases short enough that clock steps expire some; a give-back names its
+    // admission's clock (as the gateway does) or 0 (unknown); a take may reuse a lease id already there
+    const specArbSlots = fc.record({
+      algorithm: fc.constant('concurrency' as const),
+      max: fc.integer({ min: 1, max: 4 }),
+      leaseMs: fc.constantFrom(1, 50, 1_000),
+    });
+    const slotsOpArb = fc.record({
+      kind: fc.constantFrom('take', 'take', 'give-back', 'renew'),
+      limit: fc.nat(1),
+      pick: fc.nat(),
+      knownClock: fc.boolean(),
+      reuse: fc.boolean(),
+      stepMs: fc.oneof(
+        { weight: 5, arbitrary: fc.constant(0) },
+        { weight: 1, arbitrary: fc.integer({ min: 1, max: 1_500 }) },
+      ),
+    });
+    const scenarioArb = fc.record({
+      pool: fc.array(specArbSlots, { minLength: 1, maxLength: 2 }),
+      chunks: fc.array(fc.array(slotsOpArb, { minLength: 5, maxLength: 40 }), { minLength: 3, maxLength: 6 }),
+    });
+    type SlotsScenario = typeof scenarioArb extends fc.Arbitrary<infer T> ? T : never;
+
+    const play = async (store: RedisStore, scenario: SlotsScenario, run: string, oneByOne: boolean) => {
+      const answers: unknown[] = [];
+      const taken: { limit: number; leaseId: string; atMs: number }[] = [];
+      let nowMs = 1_700_000_000_000;
+      let id = 0;
+      for (const chunk of scenario.chunks) {
+        const takenBefore = [...taken];
+        const asked: Promise<void>[] = [];
+        for (const op of chunk) {
+          nowMs += op.stepMs;
+          const limit = op.limit % scenario.pool.length;
+          const spec = scenario.pool[limit]!;
+          const key = limitKey('', run, `s${limit}`, 'c:slots');
+          const i = answers.push(undefined) - 1;
+          let done: Promise<unknown>;
+          if (op.kind === 'take' || takenBefore.length === 0) {
+            // reuse: the id of the take before (admitted or not), decided by the scenario alone
+            const leaseId = op.reuse && id > 0 ? `lease-${id}` : `lease-${++id}`;
+            done = clock
+              .at(nowMs, () => store.acquire([{ key, spec, cost: 1, leaseId }]))
+              .then((d) => {
+                if (d.allowed) taken.push({ limit, leaseId, atMs: d.atMs! });
+                return d;
+              });
+          } else {
+            const target = takenBefore[op.pick % takenBefore.length]!;
+            done = clock.at(nowMs, () =>
+              store.settle([
+                {
+                  key: limitKey('', run, `s${target.limit}`, 'c:slots'),
+                  spec: scenario.pool[target.limit]!,
+                  delta: 0,
+                  admittedAtMs: op.knownClock ? target.atMs : 0,
+                  leaseId: target.leaseId,
+                  ...(op.kind === 'renew' && { renew: true }),
+                },
+              ]),
+            );
+          }
+          const answered = done.then((a) => {
+            answers[i] = a;
+          });
+          if (oneByOne) await answered;
+          else asked.push(answered);
+        }
+        await Promise.all(asked);
+        // after every call: a key is never left without an expiry (a slot key nobody renews must go)
+        const [, keys] = await admin.scan('0', 'MATCH', `${PREFIX}*${run}*`, 'COUNT', 1_000);
+        for (const key of keys) expect(await admin.pttl(key), key).toBeGreaterThan(0);
+      }
+      return answers;
+    };
+
+    let operations = 0;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(scenarioArb, async (scenario) => {
+        run++;
+        const id = `${run}-${Math.random().toString(36).slice(2)}`;
+        const a = await play(unbatched, scenario, `slots-a-${id}`, true);
+        const b = await play(batched, scenario, `slots-b-${id}`, false);
+        operations += a.length;
+        expect(b).toEqual(a);
+        expect(await dump(`slots-b-${id}`)).toEqual(await dump(`slots-a-${id}`));
+      }),
+      { numRuns: 60 },
+    );
+    expect(operations).toBeGreaterThanOrEqual(1_500);
+  }, 120_000);
+
   it(`caps a batch at ${MAX_BATCH_REQUESTS} requests and ${MAX_BATCH_KEYS} keys`, async () => {
     const spec = {
       algorithm: 'token-bucket',

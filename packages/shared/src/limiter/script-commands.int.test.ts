@@ -45,6 +45,42 @@ describe('Redis commands inside the script, per decision', () => {
     expect(await redis.admin.exists(redis.prefix + key)).toBe(0); // every slot back: nothing left
   });
 
+  it('a batch of takes on one key counts it once, pushes its expiry once and drops expired leases once; a give-back is one ZREM', async () => {
+    const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 5, leaseMs: 35_000 };
+    const key = limitKey('', 'commands', 'inflight:slots', `hot-slots-${Date.now()}`);
+    const leaseIds = Array.from({ length: 8 }, (_, i) => `lease-${i}`);
+    let taken: { allowed: boolean; level: number; atMs: number }[] = [];
+    const takes = await scriptCommands(key, async () => {
+      // asked in one event-loop turn: one batched script call
+      taken = await Promise.all(
+        leaseIds.map((leaseId) =>
+          redis.store
+            .acquire([{ key, spec, cost: 1, leaseId }])
+            .then((d) => ({ allowed: d.allowed, level: d.limits[0]!.level, atMs: d.atMs! })),
+        ),
+      );
+    });
+    // the three denials: the expired leases dropped once
+    expect(takes).toEqual(['ZCOUNT', 'ZADD', 'PEXPIRE', 'ZADD', 'ZADD', 'ZADD', 'ZADD', 'ZREMRANGEBYSCORE']);
+    expect(taken.map((t) => t.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+    expect(taken.map((t) => t.level)).toEqual([1, 2, 3, 4, 5, 5, 5, 5]);
+    expect(await redis.admin.pttl(redis.prefix + key)).toBeGreaterThan(30_000);
+
+    // two given back and two taken in one batch: the count follows the give-backs (no second ZCOUNT)
+    let retaken: boolean[] = [];
+    const mixed = await scriptCommands(key, async () => {
+      const release = (i: number) =>
+        redis.store.settle([{ key, spec, delta: 0, admittedAtMs: taken[i]!.atMs, leaseId: leaseIds[i]! }]);
+      const take = (leaseId: string) =>
+        redis.store.acquire([{ key, spec, cost: 1, leaseId }]).then((d) => d.allowed);
+      const [, , a, b, c] = await Promise.all([release(0), release(1), take('x'), take('y'), take('z')]);
+      retaken = [a, b, c];
+    });
+    expect(mixed).toEqual(['ZREM', 'ZREM', 'ZCOUNT', 'ZADD', 'PEXPIRE', 'ZADD', 'ZREMRANGEBYSCORE']);
+    expect(retaken).toEqual([true, true, false]);
+    expect(await redis.admin.zcard(redis.prefix + key)).toBe(5);
+  });
+
   it('a token-bucket decision: GET and SET of its one key', async () => {
     const spec: TokenBucketSpec = {
       algorithm: 'token-bucket',

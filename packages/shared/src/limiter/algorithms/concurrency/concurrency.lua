@@ -8,6 +8,11 @@ that dies mid-request leaks its slots no longer than their expiry. Live slots ar
 Lean by design (issue 16): a take is ZCOUNT, ZADD, PEXPIRE (GT: never shortened by a gateway with a
 shorter lease); a give-back is one ZREM. No TYPE check: the key's name (`<limit>:slots`) says it holds
 a sorted set (anything else there is a WRONGTYPE error, a STORE_ERROR, never a silent reset).
+In a "batch-repeats" call (requests of one batch sharing keys: one client's slots, a cap for everyone),
+a key's live leases are counted once and then followed as the call takes and gives back (one clock,
+and nothing else runs meanwhile, so the count stays exact), and its expiry is pushed out once per
+lease length, and its expired leases are dropped at most once: a hot batch of k takes runs one ZCOUNT,
+k ZADD and one PEXPIRE.
 
 A snippet of acquire.lua that owns its key (`ownsKey`): it reads and writes its sorted set itself
 instead of the script's GET/SET of a string state. It registers its factory in ALGORITHMS; its
@@ -20,7 +25,8 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
 
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs). Level = slots held
 after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
-settle (ARGV after the 3 values: delta, admittedAtMs, refundMax, all ignored): ZREM leaseId. Level 0:
+settle (ARGV after the 3 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
+batch's count): ZREM leaseId. Level 0:
 a give-back does not count what is left (it would cost a command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
 now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be another request's now).
@@ -32,14 +38,33 @@ ALGORITHMS['concurrency'] = function()
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
 
+  -- In a "batch-repeats" call: key -> its live leases now (counted once, then followed), key -> the
+  -- lease length this call already made it live for (nil: not known, or the key may be gone), and
+  -- key -> true once its expired leases were dropped
+  local counted, livesFor, purged
+  if pending then counted, livesFor, purged = {}, {}, {} end
+
   -- live leases: expiry after now
   local function live(key, nowMs)
-    return redis.call('ZCOUNT', key, '(' .. fmt(nowMs), '+inf')
+    if not counted then return redis.call('ZCOUNT', key, '(' .. fmt(nowMs), '+inf') end
+    local held = counted[key]
+    if held == nil then
+      held = redis.call('ZCOUNT', key, '(' .. fmt(nowMs), '+inf')
+      counted[key] = held
+    end
+    return held
   end
 
   -- the key lives as long as its last lease (at least minTtlMs: tests walking a simulated clock);
   -- `fresh`: no live lease before this one, so nothing lives longer than it
   local function expireWithLease(key, leaseMs, minTtlMs, fresh)
+    if livesFor then
+      -- on this call's one clock, the key already lives at least this long (and it still exists: a
+      -- live lease is in it)
+      local already = livesFor[key]
+      if already and already >= leaseMs then return end
+      livesFor[key] = leaseMs
+    end
     local px = leaseMs -- a whole number of ms (the usual lease): Lua writes it exactly by itself
     if not (minTtlMs == 0 and leaseMs % 1 == 0 and leaseMs < 1e14) then
       px = string.format('%.0f', math.ceil(math.max(leaseMs, minTtlMs)))
@@ -86,20 +111,38 @@ ALGORITHMS['concurrency'] = function()
     -- nothing charged: allowed, level, retryAfterMs, resetMs
     hold = function(_s, _cost, nowMs, allowed, held, key)
       if allowed then return allowed, held, 0, 0 end
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs)) -- full: drop the expired leases
+      -- full: drop the expired leases (once per key in a "batch-repeats" call: on its one clock, none
+      -- expires after that)
+      if not counted then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
+      elseif not purged[key] then
+        purged[key] = true
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
+      end
       return allowed, held, 1000, 0
     end,
 
     -- charged (written here): level, resetMs
     charge = function(s, _cost, nowMs, minTtlMs, held, key)
       local added = redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
+      -- a new member is one more live lease; an id already there may have been an expired one: count again
+      if counted then counted[key] = added == 1 and held + 1 or nil end
       expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
       return held + added, 0
     end,
 
     -- given back (written here): level (not counted: 0), resetMs
-    settle = function(s, _delta, _admittedAtMs, key)
-      redis.call('ZREM', key, s.leaseId)
+    settle = function(s, _delta, admittedAtMs, key, nowMs)
+      local removed = redis.call('ZREM', key, s.leaseId)
+      if counted and removed == 1 then
+        -- the lease expires at its admission's clock + leaseMs or later (a renewal only pushes it out):
+        -- live until then for sure; after that, whether it still counted is not known here
+        local held = counted[key]
+        if held and admittedAtMs + s.leaseMs > nowMs then held = held - 1 else held = nil end
+        counted[key] = held
+        -- the last live lease gone: the key itself may be gone, and its expiry with it
+        if not (held and held > 0) then livesFor[key] = nil end
+      end
       return 0, 0
     end,
 
