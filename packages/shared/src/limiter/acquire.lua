@@ -312,15 +312,31 @@ local function settleRequest(keyBase, n, i, last, renewing)
   return table.concat(reply, ' ')
 end
 
--- A request of one check (most are): evaluated, then charged or held at once.
-local function acquireOne(key, i, last)
-  local algorithm = algorithms[ARGV[i]]
-  if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-  local cost = tonumber(ARGV[i + 1])
-  if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check 1') end
-  local spec = algorithm.spec(ARGV, i + 2)
-  if not spec then return fail('bad limits of check 1') end
-  if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
+-- In a batch, requests on the same limits share their arguments ('@<r>': the same ARGV indexes): a
+-- check's algorithm, cost and limit are read once per shared index, { algorithm, cost, spec } (made
+-- at the batch's first reference back: a batch of different limits makes none)
+local oneAt
+
+-- A request of one check (most are): evaluated, then charged or held at once. `shared`: its
+-- arguments are an earlier request's of this batch.
+local function acquireOne(key, i, last, shared)
+  local algorithm, cost, spec
+  local known = shared and oneAt and oneAt[i]
+  if known then
+    algorithm, cost, spec = known[1], known[2], known[3]
+  else
+    algorithm = algorithms[ARGV[i]]
+    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+    cost = tonumber(ARGV[i + 1])
+    if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check 1') end
+    spec = algorithm.spec(ARGV, i + 2)
+    if not spec then return fail('bad limits of check 1') end
+    if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
+    if shared then
+      if not oneAt then oneAt = {} end
+      oneAt[i] = { algorithm, cost, spec }
+    end
+  end
   local stored = key
   if not algorithm.ownsKey then
     stored = pending and pending[key] -- as this call left it
@@ -351,19 +367,29 @@ local evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply
 -- One request's checks, all or nothing: KEYS[keyBase + 1 .. keyBase + n], their arguments from
 -- ARGV[i] up to ARGV[last]. Every check is evaluated before anything is written. Returns the reply,
 -- or an error reply (then nothing was written).
-local function acquireRequest(keyBase, n, i, last)
-  if n == 1 then return acquireOne(KEYS[keyBase + 1], i, last) end
+local function acquireRequest(keyBase, n, i, last, shared)
+  if n == 1 then return acquireOne(KEYS[keyBase + 1], i, last, shared) end
   if not evAlgorithm then
     evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply = {}, {}, {}, {}, {}, {}, {}, {}
   end
   local allAllowed = true
   for k = 1, n do
-    local algorithm = algorithms[ARGV[i]]
-    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-    local cost = tonumber(ARGV[i + 1])
-    if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
-    local spec = algorithm.spec(ARGV, i + 2)
-    if not spec then return fail('bad limits of check ' .. k) end
+    local algorithm, cost, spec
+    local known = shared and oneAt and oneAt[i] -- as acquireOne's, by each check's index
+    if known then
+      algorithm, cost, spec = known[1], known[2], known[3]
+    else
+      algorithm = algorithms[ARGV[i]]
+      if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
+      cost = tonumber(ARGV[i + 1])
+      if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
+      spec = algorithm.spec(ARGV, i + 2)
+      if not spec then return fail('bad limits of check ' .. k) end
+      if shared then
+        if not oneAt then oneAt = {} end
+        oneAt[i] = { algorithm, cost, spec }
+      end
+    end
     i = i + 2 + algorithm.arity
     local key = KEYS[keyBase + k]
     local stored = key -- the state an algorithm decides on: its own key, or the string under it
@@ -445,7 +471,11 @@ for j = 1, m do
   end
   firsts[j], lasts[j] = first, last
   if requestOperation == 'acquire' then
-    replies[j] = acquireRequest(keyBase, n, first, last)
+    if n == 1 then
+      replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+    else
+      replies[j] = acquireRequest(keyBase, n, first, last, r)
+    end
   elseif requestOperation == 'settle' or requestOperation == 'renew' then
     replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
   else
