@@ -431,8 +431,15 @@ end
 -- error in its place and the next one is still found.
 local m = tonumber(ARGV[4])
 if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
-local replies = {}
-local firsts, lasts = {}, {}
+-- made at their full length at once (a table grown one index at a time is rehashed at every power of
+-- two): m values copied from ARGV, every one overwritten below (within what unpack can put on Lua's
+-- stack; the gateway sends at most 64)
+local replies, firsts, lasts
+if m <= 1000 then
+  replies, firsts, lasts = { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }
+else
+  replies, firsts, lasts = {}, {}, {}
+end
 local keyCount, argCount = #KEYS, #ARGV
 -- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
 -- and a table lookup costs a fraction of tonumber (false: not a number)

@@ -367,6 +367,28 @@ describe('batching changes the cost, never a result', () => {
     expect(await admin.exists(key('y'))).toBe(0);
   });
 
+  it('a batch far longer than the gateway ever sends (9,000 requests) is decided whole', async () => {
+    const key = (i: number) => `${PREFIX}${limitKey('', 'long', '', `k${i % 7}`)}`;
+    const bucket = ['token-bucket', '1', '5000', '1', '60000', '0', 'T5000/1/60000'];
+    const m = 9_000;
+    const requests = Array.from({ length: m }, (_, j) =>
+      j === 0 ? ['acquire', '1', String(bucket.length), ...bucket] : ['acquire', '1', '@1'],
+    );
+    const reply = (await batched.client.sluiceAcquire(
+      m,
+      ...Array.from({ length: m }, (_, j) => key(j)),
+      'batch-repeats',
+      '',
+      '',
+      String(m),
+      ...requests.flat(),
+    )) as unknown as string[];
+    expect(reply).toHaveLength(m);
+    // 7 keys of 5,000 tokens, about 1,286 requests each: every one admitted
+    expect(reply.every((r) => r.startsWith('1 '))).toBe(true);
+    expect(Number(reply[m - 1]!.split(' ')[1])).toBe(5_000 - Math.ceil((m - ((m - 1) % 7)) / 7));
+  });
+
   it('"batch-repeats" (keys shared by requests): each request sees the writes before it; the key ends with the last', async () => {
     const key = (name: string) => `${PREFIX}${limitKey('', 'repeats', '', name)}`;
     const bucket = ['token-bucket', '1', '5', '1', '60000', '0', 'T5/1/60000'];
