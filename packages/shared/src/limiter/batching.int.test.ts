@@ -367,6 +367,42 @@ describe('batching changes the cost, never a result', () => {
     expect(await admin.exists(key('y'))).toBe(0);
   });
 
+  it("a settlement asked alone waits one turn more, for the next turn's decisions to ride with; alone, it still goes", async () => {
+    const spec = {
+      algorithm: 'token-bucket',
+      capacity: 10,
+      refill: 1,
+      periodMs: 60_000,
+      maxDebt: 0,
+    } as const;
+    const key = limitKey('', 'ride', '', `k-${Date.now()}`);
+    const admitted = await batched.acquire([{ key, spec, cost: 3 }]);
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+    // a give-back at the end of one turn, a decision in the next: one script call, in that order
+    let before = batched.scriptCalls;
+    const settled = batched.settle([{ key, spec, delta: -3, admittedAtMs: admitted.atMs! }]);
+    await turn();
+    const decided = batched.acquire([{ key, spec, cost: 10 }]);
+    expect((await settled)[0]!.remaining).toBeCloseTo(10, 3);
+    expect((await decided).allowed).toBe(true); // it saw the 3 given back
+    expect(batched.scriptCalls - before).toBe(1);
+
+    // nothing follows: the settlement goes after its extra turn, alone
+    before = batched.scriptCalls;
+    const alone = await batched.settle([{ key, spec, delta: -10, admittedAtMs: admitted.atMs! }]);
+    expect(alone[0]!.remaining).toBeCloseTo(10, 3);
+    expect(batched.scriptCalls - before).toBe(1);
+
+    // asked in one turn with a decision: one call
+    before = batched.scriptCalls;
+    const together = batched.settle([{ key, spec, delta: 1, admittedAtMs: admitted.atMs! }]);
+    const next = batched.acquire([{ key, spec, cost: 1 }]);
+    expect((await next).limits[0]!.remaining).toBeCloseTo(8, 3);
+    await together;
+    expect(batched.scriptCalls - before).toBe(1);
+  });
+
   it('a batch far longer than the gateway ever sends (9,000 requests) is decided whole', async () => {
     const key = (i: number) => `${PREFIX}${limitKey('', 'long', '', `k${i % 7}`)}`;
     const bucket = ['token-bucket', '1', '5000', '1', '60000', '0', 'T5000/1/60000'];

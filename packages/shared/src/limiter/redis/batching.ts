@@ -4,8 +4,10 @@
  * order, exactly as separate calls would (on the batch's one clock): batching changes the cost, never a
  * result. On a Cluster a batch holds the requests of one hash slot only (one script call may touch one
  * slot). A batch is sent when the turn ends (`setImmediate`), or at once when it reaches
- * MAX_BATCH_REQUESTS requests or MAX_BATCH_KEYS keys. A failed batch call fails each of its requests
- * with the same `StoreError`.
+ * MAX_BATCH_REQUESTS requests or MAX_BATCH_KEYS keys. Settlements and renewals alone (no decision
+ * waits on them) wait one turn more for decisions to ride with: a concurrency rule's give-back or a
+ * charged rule's settlement otherwise cost a script call of their own under load (issue 16). A failed
+ * batch call fails each of its requests with the same `StoreError`.
  */
 import type { Writable } from 'node:stream';
 import { StoreError } from '../store.js';
@@ -94,6 +96,10 @@ export class BatchingChannel implements ScriptChannel {
   /** the open batch of each route, in arrival order */
   readonly #openBatches = new Map<string, Batch>();
   #flushScheduled = false;
+  /** acquires asked since the last flush: a turn that ends with none may hold settlements a turn more */
+  #acquiresWaiting = 0;
+  /** the open batches already waited a turn more */
+  #heldATurn = false;
 
   /**
    * @param routeOf the route of a request from its first key: '' on one Redis, its slot on a Cluster
@@ -146,6 +152,7 @@ export class BatchingChannel implements ScriptChannel {
         reject,
       });
       batch.keyCount += n;
+      if (operation === 'acquire') this.#acquiresWaiting++;
       if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
         this.#openBatches.delete(route);
         this.#sendBatch(batch);
@@ -153,14 +160,26 @@ export class BatchingChannel implements ScriptChannel {
         this.#flushScheduled = true;
         // setImmediate, not queueMicrotask: microtasks run after each I/O callback, so requests read
         // from different sockets in one turn would never share a batch
-        setImmediate(() => this.flush());
+        setImmediate(this.#turnEnded);
       }
     });
   }
 
+  /** The turn a batch opened in is over: send, unless only settlements wait and have not waited a turn more. */
+  readonly #turnEnded = (): void => {
+    if (this.#acquiresWaiting === 0 && !this.#heldATurn) {
+      this.#heldATurn = true;
+      setImmediate(this.#turnEnded);
+      return;
+    }
+    this.flush();
+  };
+
   /** Sends every open batch (the turn ends, or the store closes); several leave in one write. */
   flush(): void {
     this.#flushScheduled = false;
+    this.#heldATurn = false;
+    this.#acquiresWaiting = 0;
     if (this.#openBatches.size === 0) return;
     const batches = [...this.#openBatches.values()];
     this.#openBatches.clear();
