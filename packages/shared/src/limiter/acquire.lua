@@ -327,7 +327,8 @@ local function acquireOne(key, i, last, shared)
   else
     algorithm = algorithms[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-    cost = tonumber(ARGV[i + 1])
+    cost = ARGV[i + 1]
+    if cost == '1' then cost = 1 else cost = tonumber(cost) end -- most costs: no strtod
     if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check 1') end
     spec = algorithm.spec(ARGV, i + 2)
     if not spec then return fail('bad limits of check 1') end
@@ -419,7 +420,8 @@ local function acquireRequest(keyBase, n, i, last, shared)
 end
 
 if not batching then
-  local n = tonumber(ARGV[4])
+  local n = ARGV[4]
+  if n == '1' then n = 1 else n = tonumber(n) end
   if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
   if operation == 'settle' then return settleRequest(0, n, 5, #ARGV, false) end
   if operation == 'renew' then return settleRequest(0, n, 5, #ARGV, true) end

@@ -122,7 +122,7 @@ ALGORITHMS['token-bucket'] = function()
       end
       local s = {
         capacity = tonumber(argv[i]), refill = tonumber(argv[i + 1]),
-        periodMs = tonumber(argv[i + 2]), maxDebt = tonumber(argv[i + 3]), tag = argv[i + 4],
+        periodMs = tonumber(argv[i + 2]), maxDebt = argv[i + 3] == '0' and 0 or tonumber(argv[i + 3]), tag = argv[i + 4],
         texts = { argv[i], argv[i + 1], argv[i + 2], argv[i + 3] },
       }
       if s.capacity and s.capacity > 0 and s.capacity < math.huge
