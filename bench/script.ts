@@ -65,6 +65,12 @@ const scenarios: Scenario[] = [
     clients: 1,
   },
   { name: 'concurrency take + give back, up to 16', concurrency: 16, specs: [slots] },
+  {
+    name: 'concurrency take + give back, one hot client, up to 16',
+    concurrency: 16,
+    specs: [slots],
+    clients: 1,
+  },
 ];
 
 let leaseIds = 0;

@@ -230,6 +230,14 @@ local function store(key, value, ttlMs)
   pending[key], pendingTtls[key] = value, ttlMs
 end
 
+-- the state an algorithm decides on: its own key, or the string under it as this call left it
+local function stateOf(algorithm, key)
+  if algorithm.ownsKey then return key end
+  local stored = pending and pending[key]
+  if stored == nil then stored = redis.call('GET', key) end
+  return stored
+end
+
 --[[
 Refunds are bounded (SPEC §5, refund.max): what refunds give back to one key is counted under
 "<key>|refunds" (same hash slot: the suffix is outside the hash tag; a limit name cannot hold '|') as a
@@ -294,12 +302,7 @@ local function settleRequest(keyBase, n, i, last, renewing)
     if refundMax and delta < 0 then
       refund = function(amount, periodMs) return grantRefund(key, amount, refundMax, periodMs) end
     end
-    local stored = key -- the state an algorithm decides on: its own key, or the string under it
-    if not algorithm.ownsKey then
-      stored = pending and pending[key] -- as this call left it
-      if stored == nil then stored = redis.call('GET', key) end
-    end
-    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund)
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs, refund)
     if level == nil then
       reply[k] = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
@@ -317,30 +320,36 @@ end
 -- at the batch's first reference back: a batch of different limits makes none)
 local oneAt
 
+-- Check k's algorithm, cost and limit, read from ARGV[i ..] (`shared`: an earlier request of this
+-- batch has these arguments); nil and an error reply when they are bad.
+local function readCheck(i, k, shared)
+  local known = shared and oneAt and oneAt[i]
+  if known then return known[1], known[2], known[3] end
+  local algorithm = algorithms[ARGV[i]]
+  if not algorithm then return nil, fail('unknown algorithm ' .. tostring(ARGV[i])) end
+  local cost = ARGV[i + 1]
+  if cost == '1' then cost = 1 else cost = tonumber(cost) end -- most costs: no strtod
+  if not (cost and cost > 0 and cost < math.huge) then return nil, fail('bad cost of check ' .. k) end
+  local spec = algorithm.spec(ARGV, i + 2)
+  if not spec then return nil, fail('bad limits of check ' .. k) end
+  if shared then
+    if not oneAt then oneAt = {} end
+    oneAt[i] = { algorithm, cost, spec }
+  end
+  return algorithm, cost, spec
+end
+
 -- A request of one check (most are): evaluated, then charged or held at once. `shared`: its
 -- arguments are an earlier request's of this batch.
 local function acquireOne(key, i, last, shared)
-  local algorithm, cost, spec
-  local known = shared and oneAt and oneAt[i]
-  if known then
-    algorithm, cost, spec = known[1], known[2], known[3]
-  else
-    algorithm = algorithms[ARGV[i]]
-    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-    cost = ARGV[i + 1]
-    if cost == '1' then cost = 1 else cost = tonumber(cost) end -- most costs: no strtod
-    if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check 1') end
-    spec = algorithm.spec(ARGV, i + 2)
-    if not spec then return fail('bad limits of check 1') end
-    if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
-    if shared then
-      if not oneAt then oneAt = {} end
-      oneAt[i] = { algorithm, cost, spec }
-    end
-  end
+  local algorithm, cost, spec = readCheck(i, 1, shared)
+  if not algorithm then return cost end -- the error reply
+  if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
+  -- stateOf and store written out: most decisions take this path, and a Lua call costs Redis about 500
+  -- instructions (4 % of a hot decision for the two)
   local stored = key
   if not algorithm.ownsKey then
-    stored = pending and pending[key] -- as this call left it
+    stored = pending and pending[key]
     if stored == nil then stored = redis.call('GET', key) end
   end
   local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
@@ -375,30 +384,10 @@ local function acquireRequest(keyBase, n, i, last, shared)
   end
   local allAllowed = true
   for k = 1, n do
-    local algorithm, cost, spec
-    local known = shared and oneAt and oneAt[i] -- as acquireOne's, by each check's index
-    if known then
-      algorithm, cost, spec = known[1], known[2], known[3]
-    else
-      algorithm = algorithms[ARGV[i]]
-      if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
-      cost = tonumber(ARGV[i + 1])
-      if not (cost and cost > 0 and cost < math.huge) then return fail('bad cost of check ' .. k) end
-      spec = algorithm.spec(ARGV, i + 2)
-      if not spec then return fail('bad limits of check ' .. k) end
-      if shared then
-        if not oneAt then oneAt = {} end
-        oneAt[i] = { algorithm, cost, spec }
-      end
-    end
+    local algorithm, cost, spec = readCheck(i, k, shared)
+    if not algorithm then return cost end -- the error reply
     i = i + 2 + algorithm.arity
-    local key = KEYS[keyBase + k]
-    local stored = key -- the state an algorithm decides on: its own key, or the string under it
-    if not algorithm.ownsKey then
-      stored = pending and pending[key] -- as this call left it
-      if stored == nil then stored = redis.call('GET', key) end
-    end
-    local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
+    local allowed, x, y, z = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
     evAlgorithm[k], evSpec[k], evCost[k], evAllowed[k], evX[k], evY[k], evZ[k] = algorithm, spec, cost, allowed, x, y, z
     if not allowed then allAllowed = false end
   end

@@ -96,8 +96,8 @@ export class BatchingChannel implements ScriptChannel {
   /** the open batch of each route, in arrival order */
   readonly #openBatches = new Map<string, Batch>();
   #flushScheduled = false;
-  /** acquires asked since the last flush: a turn that ends with none may hold settlements a turn more */
-  #acquiresWaiting = 0;
+  /** a decision was asked since the last flush: a turn that ends without one may hold settlements a turn more */
+  #decisionAsked = false;
   /** the open batches already waited a turn more */
   #heldATurn = false;
 
@@ -152,7 +152,7 @@ export class BatchingChannel implements ScriptChannel {
         reject,
       });
       batch.keyCount += n;
-      if (operation === 'acquire') this.#acquiresWaiting++;
+      if (operation === 'acquire') this.#decisionAsked = true;
       if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
         this.#openBatches.delete(route);
         this.#sendBatch(batch);
@@ -167,7 +167,7 @@ export class BatchingChannel implements ScriptChannel {
 
   /** The turn a batch opened in is over: send, unless only settlements wait and have not waited a turn more. */
   readonly #turnEnded = (): void => {
-    if (this.#acquiresWaiting === 0 && !this.#heldATurn) {
+    if (!this.#decisionAsked && !this.#heldATurn) {
       this.#heldATurn = true;
       setImmediate(this.#turnEnded);
       return;
@@ -179,7 +179,7 @@ export class BatchingChannel implements ScriptChannel {
   flush(): void {
     this.#flushScheduled = false;
     this.#heldATurn = false;
-    this.#acquiresWaiting = 0;
+    this.#decisionAsked = false;
     if (this.#openBatches.size === 0) return;
     const batches = [...this.#openBatches.values()];
     this.#openBatches.clear();
