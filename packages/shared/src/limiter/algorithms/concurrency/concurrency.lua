@@ -124,9 +124,17 @@ ALGORITHMS['concurrency'] = function()
 
     -- charged (written here): level, resetMs
     charge = function(s, _cost, nowMs, minTtlMs, held, key)
-      local added = redis.call('ZADD', key, fmt(nowMs + s.leaseMs), s.leaseId)
-      -- a new member is one more live lease; an id already there may have been an expired one: count again
-      if counted then counted[key] = added == 1 and held + 1 or nil end
+      local expiresAt = nowMs + s.leaseMs
+      local added = redis.call('ZADD', key, fmt(expiresAt), s.leaseId)
+      if counted then
+        -- a new member is one more live lease, unless its expiry rounds to now (a clock near 2^53 ms);
+        -- an id already there may have been an expired one: count again
+        if added ~= 1 then
+          counted[key] = nil
+        elseif expiresAt > nowMs then
+          counted[key] = held + 1
+        end
+      end
       expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
       return held + added, 0
     end,
