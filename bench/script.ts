@@ -7,6 +7,8 @@
 // BENCH_SCRIPT_DECISIONS (60000) per scenario and round, BENCH_ROUNDS (3) interleaved rounds, medians.
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist adds that build's store (its script)
 // to the same rounds, on the same Redis, under another key prefix: a before/after in one run.
+// BENCH_EVALSHA=1 adds this build's store calling the script by EVALSHA (`functions: false`, as on
+// Redis 5 and 6) beside its Redis Function: what the library buys, in the same rounds.
 // BENCH_CALLGRIND=1 runs Redis under valgrind's callgrind and reports the instructions Redis ran per
 // decision instead of its CPU time: within a few per cent run after run, on a machine as noisy as ours
 // (one round of BENCH_SCRIPT_DECISIONS, 4000 by default: callgrind is about 50 times slower).
@@ -124,6 +126,12 @@ const storeOptions = { commandTimeoutMs: 60_000 };
 const stores: { label: string; store: StoreLike }[] = [
   { label: 'this build', store: new RedisStore(redis.url, { keyPrefix: 'now:', ...storeOptions }) },
 ];
+if (process.env.BENCH_EVALSHA === '1') {
+  stores.push({
+    label: 'this build, EVALSHA',
+    store: new RedisStore(redis.url, { keyPrefix: 'eval:', functions: false, ...storeOptions }),
+  });
+}
 if (process.env.BENCH_BASELINE_SHARED) {
   const url = pathToFileURL(`${process.env.BENCH_BASELINE_SHARED}/redis.js`).href;
   const { RedisStore: BaselineStore } = (await import(url)) as { RedisStore: typeof RedisStore };

@@ -69,7 +69,7 @@ export interface Server extends Started {
 
 /** Counters from the Redis `INFO`, read around a measured stretch. */
 export interface RedisCounters {
-  /** EVALSHA calls so far (INFO commandstats) */
+  /** script calls so far: EVALSHA and FCALL (INFO commandstats) */
   evalsha: number;
   /**
    * data commands so far: every command INFO commandstats counts (those a script runs included)
@@ -86,6 +86,9 @@ const NOT_DATA_COMMANDS = new Set([
   'eval',
   'evalsha_ro',
   'eval_ro',
+  'fcall',
+  'fcall_ro',
+  'function',
   'info',
   'ping',
   'client',
@@ -190,7 +193,9 @@ export class Stack {
           if (!NOT_DATA_COMMANDS.has(name!.split('|')[0]!)) data += Number(calls);
         }
         return {
-          evalsha: Number(/cmdstat_evalsha:calls=(\d+)/.exec(commands)?.[1] ?? 0),
+          evalsha:
+            Number(/cmdstat_evalsha:calls=(\d+)/.exec(commands)?.[1] ?? 0) +
+            Number(/cmdstat_fcall:calls=(\d+)/.exec(commands)?.[1] ?? 0),
           commands: data,
           reads: Number(/total_reads_processed:(\d+)/.exec(stats)?.[1] ?? 0),
         };

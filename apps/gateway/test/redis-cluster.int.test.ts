@@ -1,6 +1,7 @@
 /**
  * Gateways on a real Redis Cluster (3 masters, 1 replica each, started on free ports by
- * @sluice/test-support): the script reloaded on a master that lost it, keys spread over every master,
+ * @sluice/test-support): the limiter's library loaded on every master and again on a master that lost
+ * it (the script reloaded where there is no library), keys spread over every master,
  * two gateways admitting what one bucket allows, a stacked rule whose limits live in different slots
  * (a denial by the later one gives back the earlier one's charge; a refund settles both), a slot
  * migrated under load, and a master SIGKILLed under load (its replica takes over; zero 5xx with
@@ -10,7 +11,7 @@
  * before the load to the last admission (the `updatedAtMs` the bucket state carries).
  */
 import { Agent } from 'node:http';
-import { RedisStore } from '@sluice/shared/redis';
+import { ACQUIRE_FUNCTION, RedisStore } from '@sluice/shared/redis';
 import { type RedisCluster, sleep, startRedisCluster, waitFor } from '@sluice/test-support';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,10 +116,45 @@ async function load(
 }
 
 describe('a RedisStore on the cluster', () => {
-  it('reloads its script on a master that lost it (SCRIPT FLUSH), without an error', async () => {
+  it('loads its library on every master, and on a master that lost it (FUNCTION FLUSH) answers by the script, then loads it again', async () => {
     const store = new RedisStore(
       { clusterNodes: [cluster.nodes[0]!.address] },
       { keyPrefix: PREFIX, commandTimeoutMs: 2_000 },
+    );
+    const libraryOn = async (port: number) =>
+      (await cluster.cli(port, 'FUNCTION', 'LIST')).includes(ACQUIRE_FUNCTION);
+    try {
+      await store.ready();
+      expect(store.scriptMode).toBe('function');
+      const masters = (await cluster.topology()).filter((node) => node.role === 'master');
+      expect(masters).toHaveLength(3);
+      for (const master of masters) expect(await libraryOn(master.port)).toBe(true);
+      const spec = {
+        algorithm: 'token-bucket',
+        capacity: 5,
+        refill: 1,
+        periodMs: 60_000,
+        maxDebt: 0,
+      } as const;
+      const check = { key: '{nofunction:ip:1}', spec, cost: 1 };
+      expect((await store.acquire([check])).limits[0]!.level).toBe(4);
+      const master = await cluster.masterOf(await slotOf(PREFIX + check.key));
+      expect(await cluster.cli(master, 'FUNCTION', 'FLUSH')).toBe('OK');
+      expect(await libraryOn(master)).toBe(false);
+      expect((await store.acquire([check])).limits[0]!.level).toBeCloseTo(3, 2);
+      await store.ready(); // the load the lost function started
+      expect(store.scriptMode).toBe('function');
+      expect(await libraryOn(master)).toBe(true);
+      expect((await store.acquire([check])).limits[0]!.level).toBeCloseTo(2, 2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('without functions, reloads its script on a master that lost it (SCRIPT FLUSH), without an error', async () => {
+    const store = new RedisStore(
+      { clusterNodes: [cluster.nodes[0]!.address] },
+      { keyPrefix: PREFIX, commandTimeoutMs: 2_000, functions: false },
     );
     try {
       await store.ready();

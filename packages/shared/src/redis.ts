@@ -6,6 +6,7 @@
 
 export * from './analytics/offenders-redis.js';
 export { type HostPort, parseHostPort } from './config/host-port.js';
+export { ACQUIRE_FUNCTION, ACQUIRE_LIBRARY_NAME } from './limiter/acquire-script.js';
 export * from './limiter/peek-redis.js';
 export { MAX_BATCH_KEYS, MAX_BATCH_REQUESTS } from './limiter/redis/batching.js';
 export {
@@ -15,5 +16,6 @@ export {
   type RedisClientOptions,
   type RedisTarget,
 } from './limiter/redis/client.js';
+export type { ScriptMode } from './limiter/redis/function-library.js';
 export { ACQUIRE_COMMAND, type AcquireReply } from './limiter/redis/script.js';
 export * from './limiter/redis-store.js';

@@ -1,7 +1,8 @@
 --[[
-Sluice limiter: the one script every decision runs (one EVALSHA per request, whatever its number
-of limits). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at the line
-"-- @algorithms" when the script is loaded (acquire-script.ts); each registers itself in ALGORITHMS.
+Sluice limiter: the one script every decision runs (one call per request, whatever its number of
+limits: FCALL of the Redis Function library made of this text, or EVALSHA of it, see `run` at the
+end). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at the line "-- @algorithms"
+when the text is assembled (acquire-script.ts); each registers itself in ALGORITHMS.
 
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag
@@ -55,8 +56,8 @@ On a Redis Cluster every key of a batch is in one slot (RedisStore groups by slo
 "batch-repeats" is "batch" for a batch in which some key is used by more than one request: its states
 are then kept pending and written once, at the end (see `pending`); the two decide alike.
 
-Needs Redis >= 5: TIME followed by writes is allowed because scripts replicate their effects (the
-default since 5, the only mode since 7).
+Needs Redis >= 5 (>= 7 as a Function): TIME followed by writes is allowed because scripts replicate
+their effects (the default since 5, the only mode since 7).
 ]]
 
 --[[
@@ -76,11 +77,23 @@ one on every call cost more than a decision). What the factory returns:
             (level nil: the settlement is dropped); renew, where slots can be renewed, the same
 ]]
 local MAX_WAIT_MS = 1e15
+-- The limits an algorithm read from the arguments, by their text, are kept (as a Function, from call
+-- to call: a limit is read once, not once per call) up to this many; then it starts over
+local MAX_SPECS_KEPT = 64
 local ALGORITHMS = {}
-local format = string.format -- a local is cheaper to reach than a library's field, every time
+--[[
+Nothing at this level may reach Redis's Lua libraries (string, math, table, setmetatable...): a
+Function library's code runs with only redis.register_function at hand while it loads. What needs them
+is set up by `setUp`, at the first call; the functions below reach them only when they run.
+]]
+local format -- string.format: a local is cheaper to reach than a library's field, every time
 
--- The call's clock: read once (TIME or ARGV[2]) below, and its '%.17g' text with it.
+-- The call's KEYS and ARGV, set by `run` (below) at the start of every call
+local KEYS, ARGV
+-- The call's clock: read once (TIME or ARGV[2]) by `run`, and its '%.17g' text with it.
 local nowMs, nowText
+-- TESTS ONLY (ARGV[3]): a floor on every written key's time to live; 0 = none
+local minTtlMs = 0
 
 -- '%.17g' (exact round trip). Formatting a double that way is the dearest thing a decision does in
 -- Redis (issue 16: about a sixth of the script's CPU), and a decision formats the same few values
@@ -171,42 +184,37 @@ that key for the rest of such a call too.
 ]]
 local pending, pendingTtls -- nil outside a "batch-repeats" call
 
+--[[
+What an algorithm keeps for one call only (a "batch-repeats" call's counts) is set up again at the
+start of every call by the function it gives onCallStart, which also runs it at once, for the call
+that built the algorithm. (As a Function, a factory runs once per library load, not once per call.)
+]]
+local callStarts = {}
+local function onCallStart(start)
+  callStarts[#callStarts + 1] = start
+  start()
+end
+
 -- @algorithms
 
--- the algorithms this call uses, each built from its factory the first time it is named
-local algorithms = setmetatable({}, {
-  __index = function(built, name)
-    local make = ALGORITHMS[name]
-    if make == nil then return nil end
-    local algorithm = make()
-    built[name] = algorithm
-    return algorithm
-  end,
-})
+-- the algorithms calls use, each built from its factory the first time a call names it
+local algorithms
+
+local function setUp()
+  format = string.format
+  algorithms = setmetatable({}, {
+    __index = function(built, name)
+      local make = ALGORITHMS[name]
+      if make == nil then return nil end
+      local algorithm = make()
+      built[name] = algorithm
+      return algorithm
+    end,
+  })
+end
 
 local function fail(message) return redis.error_reply('ERR sluice limiter: ' .. message) end
 
-local operation = ARGV[1]
-local batching = operation == 'batch' or operation == 'batch-repeats'
-if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and not batching then
-  return fail('unknown operation ' .. tostring(operation))
-end
-
-if ARGV[2] and ARGV[2] ~= '' then
-  nowMs = tonumber(ARGV[2])
-  if not (nowMs and nowMs > -math.huge and nowMs < math.huge) then return fail('bad nowMs') end
-else
-  local t = redis.call('TIME') -- { seconds, microseconds }
-  -- written from TIME's own digits, "<seconds><ms>.<µs>", and read from that text: the text is exact
-  -- by construction, at a fraction of the price of '%.17g' (issue 16)
-  local us = t[2]
-  if #us < 6 then us = string.rep('0', 6 - #us) .. us end
-  nowText = t[1] .. string.sub(us, 1, 3) .. '.' .. string.sub(us, 4)
-  nowMs = tonumber(nowText)
-end
-if not nowText then nowText = format('%.17g', nowMs) end
-local minTtlMs = 0
-if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
 
 -- writes a string state as charge/settle return it (ttlMs 0: it no longer matters, deleted)
 local function write(key, value, ttlMs)
@@ -408,82 +416,118 @@ local function acquireRequest(keyBase, n, i, last, shared)
   return table.concat(reply, ' ', 1, n + 1)
 end
 
-if not batching then
-  local n = ARGV[4]
-  if n == '1' then n = 1 else n = tonumber(n) end
-  if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
-  if operation == 'settle' then return settleRequest(0, n, 5, #ARGV, false) end
-  if operation == 'renew' then return settleRequest(0, n, 5, #ARGV, true) end
-  return acquireRequest(0, n, 5, #ARGV)
-end
 
--- "batch": m requests, each decided on its own, in order, exactly as m separate calls on this clock.
--- The header of request j tells where its arguments end, so a request with bad arguments gets an
--- error in its place and the next one is still found.
-local m = tonumber(ARGV[4])
-if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
--- made at their full length at once (a table grown one index at a time is rehashed at every power of
--- two): m values copied from ARGV, every one overwritten below (within what unpack can put on Lua's
--- stack; the gateway sends at most 64)
-local replies, firsts, lasts
-if m <= 1000 then
-  replies, firsts, lasts = { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }
-else
-  replies, firsts, lasts = {}, {}, {}
-end
-local keyCount, argCount = #KEYS, #ARGV
--- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
--- and a table lookup costs a fraction of tonumber (false: not a number)
-local numbers, refs = {}, {}
-if operation == 'batch-repeats' then pending, pendingTtls = {}, {} end
-local keyBase = 0
-local i = 5
-for j = 1, m do
-  local requestOperation = ARGV[i]
-  local nText, argcText = ARGV[i + 1], ARGV[i + 2]
-  local n = nText and numbers[nText]
-  if n == nil and nText then
-    n = tonumber(nText) or false
-    numbers[nText] = n
+--[[
+One call: `keys` and `argv` are its KEYS and ARGV. As a Redis Function (Redis >= 7: acquire-script.ts
+registers `run` in a library that each node loads once) everything above ran once, when the library
+was loaded: only what follows runs per call, and the helpers above are not made again and again (as
+a script they were, on every call: closures and garbage were a quarter of a lone call's work). As an
+EVALSHA script (Redis 5 and 6) the whole text runs per call and ends in `run(KEYS, ARGV)`.
+]]
+local function run(keys, argv)
+  KEYS, ARGV = keys, argv
+  if not algorithms then setUp() end
+  nowMs, nowText, minTtlMs, pending, pendingTtls, oneAt = nil, nil, 0, nil, nil, nil
+  local operation = ARGV[1]
+  local batching = operation == 'batch' or operation == 'batch-repeats'
+  if operation ~= 'acquire' and operation ~= 'settle' and operation ~= 'renew' and not batching then
+    return fail('unknown operation ' .. tostring(operation))
   end
-  if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
-  local r = refs[argcText]
-  if r == nil then
-    r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
-    refs[argcText] = r
-  end
-  local first, last, nextI
-  if r then
-    -- '@<r>': the arguments of request r of this batch (r < j), not repeated
-    if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
-    first, last, nextI = firsts[r], lasts[r], i + 3
+  if operation == 'batch-repeats' then pending, pendingTtls = {}, {} end
+  for c = 1, #callStarts do callStarts[c]() end
+
+  if ARGV[2] and ARGV[2] ~= '' then
+    nowMs = tonumber(ARGV[2])
+    if not (nowMs and nowMs > -math.huge and nowMs < math.huge) then return fail('bad nowMs') end
   else
-    local argc = numbers[argcText]
-    if argc == nil then
-      argc = tonumber(argcText) or false
-      numbers[argcText] = argc
-    end
-    if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
-    first, last = i + 3, i + 2 + argc
-    nextI = last + 1
+    local t = redis.call('TIME') -- { seconds, microseconds }
+    -- written from TIME's own digits, "<seconds><ms>.<µs>", and read from that text: the text is exact
+    -- by construction, at a fraction of the price of '%.17g' (issue 16)
+    local us = t[2]
+    if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+    nowText = t[1] .. string.sub(us, 1, 3) .. '.' .. string.sub(us, 4)
+    nowMs = tonumber(nowText)
   end
-  firsts[j], lasts[j] = first, last
-  if requestOperation == 'acquire' then
-    if n == 1 then
-      replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+  if not nowText then nowText = format('%.17g', nowMs) end
+  if ARGV[3] and ARGV[3] ~= '' then minTtlMs = tonumber(ARGV[3]) or 0 end
+
+  if not batching then
+    local n = ARGV[4]
+    if n == '1' then n = 1 else n = tonumber(n) end
+    if not (n and n == #KEYS) then return fail('the number of checks must equal the number of keys') end
+    if operation == 'settle' then return settleRequest(0, n, 5, #ARGV, false) end
+    if operation == 'renew' then return settleRequest(0, n, 5, #ARGV, true) end
+    return acquireRequest(0, n, 5, #ARGV)
+  end
+
+  -- "batch": m requests, each decided on its own, in order, exactly as m separate calls on this clock.
+  -- The header of request j tells where its arguments end, so a request with bad arguments gets an
+  -- error in its place and the next one is still found.
+  local m = tonumber(ARGV[4])
+  if not (m and m >= 1 and m == math.floor(m)) then return fail('bad number of requests') end
+  -- made at their full length at once (a table grown one index at a time is rehashed at every power of
+  -- two): m values copied from ARGV, every one overwritten below (within what unpack can put on Lua's
+  -- stack; the gateway sends at most 64)
+  local replies, firsts, lasts
+  if m <= 1000 then
+    replies, firsts, lasts = { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }, { unpack(ARGV, 1, m) }
+  else
+    replies, firsts, lasts = {}, {}, {}
+  end
+  local keyCount, argCount = #KEYS, #ARGV
+  -- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
+  -- and a table lookup costs a fraction of tonumber (false: not a number)
+  local numbers, refs = {}, {}
+  local keyBase = 0
+  local i = 5
+  for j = 1, m do
+    local requestOperation = ARGV[i]
+    local nText, argcText = ARGV[i + 1], ARGV[i + 2]
+    local n = nText and numbers[nText]
+    if n == nil and nText then
+      n = tonumber(nText) or false
+      numbers[nText] = n
+    end
+    if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
+    local r = refs[argcText]
+    if r == nil then
+      r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
+      refs[argcText] = r
+    end
+    local first, last, nextI
+    if r then
+      -- '@<r>': the arguments of request r of this batch (r < j), not repeated
+      if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
+      first, last, nextI = firsts[r], lasts[r], i + 3
     else
-      replies[j] = acquireRequest(keyBase, n, first, last, r)
+      local argc = numbers[argcText]
+      if argc == nil then
+        argc = tonumber(argcText) or false
+        numbers[argcText] = argc
+      end
+      if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
+      first, last = i + 3, i + 2 + argc
+      nextI = last + 1
     end
-  elseif requestOperation == 'settle' or requestOperation == 'renew' then
-    replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
-  else
-    replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
+    firsts[j], lasts[j] = first, last
+    if requestOperation == 'acquire' then
+      if n == 1 then
+        replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+      else
+        replies[j] = acquireRequest(keyBase, n, first, last, r)
+      end
+    elseif requestOperation == 'settle' or requestOperation == 'renew' then
+      replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
+    else
+      replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
+    end
+    keyBase = keyBase + n
+    i = nextI
   end
-  keyBase = keyBase + n
-  i = nextI
+  if keyBase ~= keyCount or i ~= argCount + 1 then return fail('the requests must use every key and argument') end
+  if pending then
+    for key, value in pairs(pending) do write(key, value, pendingTtls[key]) end
+  end
+  return replies
+
 end
-if keyBase ~= keyCount or i ~= argCount + 1 then return fail('the requests must use every key and argument') end
-if pending then
-  for key, value in pairs(pending) do write(key, value, pendingTtls[key]) end
-end
-return replies

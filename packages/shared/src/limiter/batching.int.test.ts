@@ -503,7 +503,11 @@ describe("a batch's shared arguments", () => {
     const sent: string[][] = [];
     const monitor = await admin.duplicate().monitor();
     monitor.on('monitor', (_time: string, args: string[]) => {
-      if (args[0]?.toLowerCase() === 'evalsha' && args.includes(`${PREFIX}${limitKey('', 'once', '', 'c0')}`))
+      const command = args[0]?.toLowerCase();
+      if (
+        (command === 'evalsha' || command === 'fcall') &&
+        args.includes(`${PREFIX}${limitKey('', 'once', '', 'c0')}`)
+      )
         sent.push(args);
     });
     const decisions = await Promise.all(

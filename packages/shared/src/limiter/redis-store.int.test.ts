@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACQUIRE_LUA } from './acquire-script.js';
+import { ACQUIRE_FUNCTION, ACQUIRE_LIBRARY_NAME, ACQUIRE_LUA } from './acquire-script.js';
 import type { BucketLimits } from './algorithms/token-bucket/model.js';
 import { type LimitCheck, limitKey } from './limits.js';
 import { RedisStore } from './redis-store.js';
@@ -90,8 +90,74 @@ describe('RedisStore on the Redis clock', () => {
     expect(await only(store.acquire(req))).toMatchObject({ allowed: true, level: 0 });
   });
 
-  it('sends EVAL once per connection, then EVALSHA, and recovers from SCRIPT FLUSH by itself', async () => {
+  it('calls its Redis Function: loaded once, then one FCALL per request, whatever its number of limits', async () => {
     const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000 });
+    const monitor = await admin.monitor();
+    const calls: string[] = [];
+    const key = request('fcall', spec, 1);
+    const stacked: LimitCheck[] = [
+      ...key,
+      {
+        key: limitKey('', 'rule-1', 'daily', 'fcall'),
+        spec: { algorithm: 'sliding-window', max: 100, windowMs: 60_000 },
+        cost: 1,
+      },
+    ];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const command = String(args[0]).toLowerCase();
+      if (/^(fcall|eval|evalsha)$/.test(command) && args.includes(PREFIX + keyOf(key))) calls.push(command);
+    });
+    try {
+      await fresh.ready();
+      expect(fresh.scriptMode).toBe('function');
+      const listed = JSON.stringify(
+        await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', ACQUIRE_LIBRARY_NAME),
+      );
+      expect(listed).toContain(ACQUIRE_FUNCTION);
+      expect(await only(fresh.acquire(key))).toMatchObject({ allowed: true, level: 9 });
+      expect((await fresh.acquire(stacked)).limits).toHaveLength(2);
+      for (let i = 0; i < 40 && calls.length < 2; i++) await sleep(25);
+      expect(calls).toEqual(['fcall', 'fcall']);
+    } finally {
+      monitor.disconnect();
+      await fresh.close();
+    }
+  });
+
+  it('decides each of many limits by its own numbers, call after call (the library keeps the limits it read)', async () => {
+    // more limits than the library keeps (MAX_SPECS_KEPT, 64), twice over: kept ones are reused, the
+    // rest read again, and none is taken for another
+    for (let round = 0; round < 2; round++) {
+      const decisions = await Promise.all(
+        Array.from({ length: 150 }, (_, i) =>
+          only(store.acquire(request(`many-${round}-${i}`, { ...spec, capacity: 10 + i }, 1))),
+        ),
+      );
+      expect(decisions.map((d) => (d as { level: number }).level)).toEqual(
+        Array.from({ length: 150 }, (_, i) => 9 + i),
+      );
+    }
+  });
+
+  it('calls by EVALSHA where FUNCTION is not allowed (an ACL user without it)', async () => {
+    const user = `sluice-test-${randomUUID()}`;
+    await admin.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-function');
+    const limited = new RedisStore(`redis://${user}:secret@127.0.0.1:6379`, {
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 5_000,
+    });
+    try {
+      await limited.ready();
+      expect(limited.scriptMode).toBe('eval');
+      expect(await only(limited.acquire(request('acl', spec, 1)))).toMatchObject({ allowed: true, level: 9 });
+    } finally {
+      await limited.close();
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
+  it('functions: false (as on Redis 5 and 6): sends EVAL once per connection, then EVALSHA, and recovers from SCRIPT FLUSH by itself', async () => {
+    const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, functions: false });
     const monitor = await admin.monitor();
     const seen: string[] = [];
     const key = request('evalsha', spec, 1);
@@ -210,10 +276,10 @@ describe('RedisStore when Redis is away', () => {
     let server: ChildProcess | undefined;
     let port = 0;
 
-    const startRedis = async () => {
+    const startRedis = async (...options: string[]) => {
       server = spawn(
         'redis-server',
-        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...options],
         {
           stdio: 'ignore',
         },
@@ -272,13 +338,72 @@ describe('RedisStore when Redis is away', () => {
         await expectStoreError(own.acquire(request('restart', spec, 1)), 'STORE_UNAVAILABLE');
         await startRedis();
         await own.ready(5_000);
-        // a new server: no script cached (EVALSHA would be NOSCRIPT) and no bucket kept
+        // a new server: no function, no script cached (EVALSHA would be NOSCRIPT) and no bucket kept
         expect(await only(own.acquire(request('restart', spec, 4)))).toMatchObject({
           allowed: true,
           level: 6,
         });
+        await own.ready();
+        expect(own.scriptMode).toBe('function'); // loaded again on the new server
+        expect(await only(own.acquire(request('restart', spec, 4)))).toMatchObject({ allowed: true });
       } finally {
         await own.close();
+      }
+    });
+
+    it('a Redis that lost the function (FUNCTION FLUSH): that call by the script, invisibly, then the library again', async () => {
+      const own = new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 500 });
+      const control = new Redis({ port });
+      const monitor = await control.duplicate().monitor();
+      const calls: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        const command = String(args[0]).toLowerCase();
+        if (/^(fcall|eval|evalsha)$/.test(command)) calls.push(command);
+      });
+      try {
+        await own.ready();
+        expect(own.scriptMode).toBe('function');
+        expect(await only(own.acquire(request('flushed', spec, 4)))).toMatchObject({
+          allowed: true,
+          level: 6,
+        });
+        expect(await control.call('FUNCTION', 'FLUSH')).toBe('OK');
+        const second = await only(own.acquire(request('flushed', spec, 4)));
+        expect(second).toMatchObject({ allowed: true });
+        expect((second as { level: number }).level).toBeCloseTo(2, 1);
+        await own.ready(); // the load the lost function started
+        expect(own.scriptMode).toBe('function');
+        expect(JSON.stringify(await control.call('FUNCTION', 'LIST'))).toContain(ACQUIRE_FUNCTION);
+        expect((await own.acquire(request('flushed', spec, 1))).allowed).toBe(true);
+        for (let i = 0; i < 40 && calls.length < 4; i++) await sleep(25);
+        // the second acquire: its FCALL found nothing, then the script (EVAL: the first on this connection)
+        expect(calls).toEqual(['fcall', 'fcall', 'eval', 'fcall']);
+      } finally {
+        monitor.disconnect();
+        control.disconnect();
+        await own.close();
+      }
+    });
+
+    it('calls by EVALSHA on a Redis without FUNCTION (as Redis 5 and 6 are)', async () => {
+      await stopRedis();
+      await startRedis('--rename-command', 'FUNCTION', '');
+      const own = new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 500 });
+      const control = new Redis({ port });
+      try {
+        await own.ready();
+        expect(own.scriptMode).toBe('eval');
+        expect(await only(own.acquire(request('no-functions', spec, 4)))).toMatchObject({
+          allowed: true,
+          level: 6,
+        });
+        expect(
+          await control.call('SCRIPT', 'EXISTS', createHash('sha1').update(ACQUIRE_LUA).digest('hex')),
+        ).toEqual([1]);
+      } finally {
+        control.disconnect();
+        await own.close();
+        await stopRedis();
       }
     });
   });

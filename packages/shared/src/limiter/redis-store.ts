@@ -12,6 +12,7 @@
  * Imported from the `@sluice/shared/redis` subpath only, so that the root entry never loads ioredis.
  */
 import { Cluster } from 'ioredis';
+import { ACQUIRE_FUNCTION } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { assertChecks, assertSettlements, decisionOf } from './engine.js';
 import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
@@ -26,6 +27,7 @@ import {
   whenReady,
 } from './redis/client.js';
 import { acquireAcrossSlots, type SlotGroupCalls, settleAcrossSlots } from './redis/cross-slot.js';
+import { FunctionLibrary, isFunctionMissing, type ScriptMode } from './redis/function-library.js';
 import { decisionOfReply, settledOfReply } from './redis/reply.js';
 import {
   acquireArgs,
@@ -68,6 +70,11 @@ export interface RedisStoreOptions extends RedisClientOptions {
    * counts on the simulated clock would otherwise expire in real time under the simulation.
    */
   minTtlMs?: number;
+  /**
+   * Call the limiter as a Redis Function (loaded once per node) where Redis has them (>= 7); default
+   * true. `false`: always EVALSHA, as on Redis 5 and 6 (redis/function-library.ts).
+   */
+  functions?: boolean;
 }
 
 export class RedisStore implements Store {
@@ -84,6 +91,8 @@ export class RedisStore implements Store {
   /** only a client the store created is quit by `close()` */
   readonly #ownsClient: boolean;
   readonly #channel: ScriptChannel;
+  /** undefined: EVALSHA only (`functions: false`) */
+  readonly #library: FunctionLibrary | undefined;
   #closed = false;
   #scriptCalls = 0;
 
@@ -110,6 +119,7 @@ export class RedisStore implements Store {
     }
     this.isCluster = this.client instanceof Cluster;
     defineAcquireCommand(this.client);
+    this.#library = (options.functions ?? true) ? new FunctionLibrary(this.client) : undefined;
     const send = (numberOfKeys: number, keysAndArgs: string[]) => this.#send(numberOfKeys, keysAndArgs);
     // one socket per master on a Cluster: nothing to cork (ioredis' autoPipelining groups per node instead)
     const coalesce = (options.coalesceWrites ?? false) && !this.isCluster;
@@ -160,15 +170,28 @@ export class RedisStore implements Store {
     return nodes.length === 1 ? nodes[0]! : nodes.sort().join(',');
   }
 
-  /** Resolves once the connection is ready; rejects with `STORE_UNAVAILABLE` after `timeoutMs`. */
-  ready(timeoutMs = 5_000): Promise<void> {
-    return whenReady(this.client, timeoutMs);
+  /**
+   * How calls reach the limiter's Lua now: 'function' (FCALL of its library) or 'eval' (EVALSHA: before
+   * the library is loaded, on Redis < 7, or with `functions: false`).
+   */
+  get scriptMode(): ScriptMode {
+    return this.#library?.mode ?? 'eval';
+  }
+
+  /**
+   * Resolves once the connection is ready and the library's first load is done or given up (calls
+   * work either way); rejects with `STORE_UNAVAILABLE` after `timeoutMs`.
+   */
+  async ready(timeoutMs = 5_000): Promise<void> {
+    await whenReady(this.client, timeoutMs);
+    await this.#library?.settled();
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#channel.flush(); // what was already asked still leaves
+    this.#library?.close();
     if (!this.#ownsClient) return;
     try {
       await this.client.quit();
@@ -258,9 +281,19 @@ export class RedisStore implements Store {
     );
   }
 
-  /** Sends one script call; rejects with a `StoreError`. */
+  /** Sends one script call (FCALL, or EVALSHA: redis/function-library.ts); rejects with a `StoreError`. */
   #send(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     this.#scriptCalls++;
+    if (this.#library?.mode !== 'function') return this.#evalsha(numberOfKeys, keysAndArgs);
+    return this.client.fcall(ACQUIRE_FUNCTION, numberOfKeys, ...keysAndArgs).then(undefined, (error) => {
+      if (!isFunctionMissing(error)) throw toStoreError(error);
+      // the node lost the library (nothing ran): this call by EVALSHA, and the library loaded again
+      this.#library?.lost();
+      return this.#evalsha(numberOfKeys, keysAndArgs);
+    });
+  }
+
+  #evalsha(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     return this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs).then(undefined, rejectAsStoreError);
   }
 }

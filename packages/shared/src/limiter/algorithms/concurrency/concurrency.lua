@@ -33,8 +33,8 @@ now + leaseMs (ZADD XX); an expired one is not taken again (its slot may be anot
 Level = live slots held, resetMs 0.
 ]]
 ALGORITHMS['concurrency'] = function()
-  -- numbers read in this call, by the max's text (see spec)
-  local numbers = {}
+  -- numbers read so far (see MAX_SPECS_KEPT), by the max's text (see spec)
+  local numbers, numbersKept = {}, 0
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
 
@@ -42,7 +42,13 @@ ALGORITHMS['concurrency'] = function()
   -- lease length this call already made it live for (nil: not known, or the key may be gone), and
   -- key -> true once its expired leases were dropped
   local counted, livesFor, purged
-  if pending then counted, livesFor, purged = {}, {}, {} end
+  onCallStart(function()
+    if pending then
+      counted, livesFor, purged = {}, {}, {}
+    else
+      counted, livesFor, purged = nil, nil, nil
+    end
+  end)
 
   -- live leases: expiry after now
   local function live(key, nowMs)
@@ -95,7 +101,8 @@ ALGORITHMS['concurrency'] = function()
             and leaseMs and leaseMs > 0 and leaseMs < math.huge) then
           return nil
         end
-        numbers[maxText] = { leaseText = leaseText, max = max, leaseMs = leaseMs }
+        if numbersKept >= MAX_SPECS_KEPT then numbers, numbersKept = {}, 0 end
+        numbers[maxText], numbersKept = { leaseText = leaseText, max = max, leaseMs = leaseMs }, numbersKept + 1
       end
       local leaseId = argv[i + 2]
       if not (leaseId and leaseId ~= '') then return nil end

@@ -27,8 +27,8 @@ a new max keeps the counts; a window of another length carries the old window's 
 new window as its current (its index means nothing in the new length).
 ]]
 ALGORITHMS['sliding-window'] = function()
-  -- specs read in this call, by tag (see the token bucket's)
-  local specs = {}
+  -- specs read so far (see MAX_SPECS_KEPT), by tag (see the token bucket's)
+  local specs, specsKept = {}, 0
   local floor = math.floor
 
   -- A state is three numbers (si, sc, sp: its window's index, that window's count and the one before),
@@ -131,7 +131,7 @@ ALGORITHMS['sliding-window'] = function()
     arity = 3,
 
     spec = function(argv, i)
-      -- one spec per tag and call, as the token bucket's
+      -- one spec per tag, as the token bucket's
       local known = specs[argv[i + 2]]
       if known and known.texts[1] == argv[i] and known.texts[2] == argv[i + 1] then return known end
       local s = {
@@ -141,7 +141,8 @@ ALGORITHMS['sliding-window'] = function()
       if s.max and s.max > 0 and s.max < math.huge
           and s.windowMs and s.windowMs > 0 and s.windowMs < math.huge
           and s.tag and string.byte(s.tag, 1) == 87 and string.find(s.tag, '/', 1, true) then
-        specs[s.tag] = s
+        if specsKept >= MAX_SPECS_KEPT then specs, specsKept = {}, 0 end
+        specs[s.tag], specsKept = s, specsKept + 1
         return s
       end
       return nil

@@ -27,8 +27,8 @@ under another tag (an edit): the balance stands, but owes at most the new maxDeb
 <updatedAtMs>" (written before tags) counts as written under another tag.
 ]]
 ALGORITHMS['token-bucket'] = function()
-  -- specs read in this call (the script's body runs afresh on every call), by tag
-  local specs = {}
+  -- specs read so far (see MAX_SPECS_KEPT), by tag
+  local specs, specsKept = {}, 0
   local min, max = math.min, math.max
 
   -- docs/limits.md: admitted iff b >= min(c, 1) and b - c >= -maxDebt
@@ -113,8 +113,8 @@ ALGORITHMS['token-bucket'] = function()
     arity = 5,
 
     spec = function(argv, i)
-      -- the requests of a batch mostly share their limits: one spec per tag and call, its numbers
-      -- read once (a hit compares the argument strings, which Lua interns: pointer comparisons)
+      -- the requests of a batch mostly share their limits: one spec per tag, its numbers read once
+      -- (a hit compares the argument strings, which Lua interns: pointer comparisons)
       local known = specs[argv[i + 4]]
       if known and known.texts[1] == argv[i] and known.texts[2] == argv[i + 1]
           and known.texts[3] == argv[i + 2] and known.texts[4] == argv[i + 3] then
@@ -130,7 +130,8 @@ ALGORITHMS['token-bucket'] = function()
           and s.periodMs and s.periodMs > 0 and s.periodMs < math.huge
           and s.maxDebt and s.maxDebt >= 0 and s.maxDebt < math.huge
           and s.tag and string.byte(s.tag, 1) == 84 then
-        specs[s.tag] = s
+        if specsKept >= MAX_SPECS_KEPT then specs, specsKept = {}, 0 end
+        specs[s.tag], specsKept = s, specsKept + 1
         return s
       end
       return nil
