@@ -48,7 +48,10 @@ cost (issue 16). The waits are whole ms no larger than 1e15, written with '%d'.
 m, the number of requests; then, per request j in arrival order: its operation ("acquire" or
 "settle"), n_j its number of keys, argc_j its number of arguments, then those argc_j arguments exactly
 as ARGV[5..] of a single call; or, instead of argc_j and the arguments, "@<r>": the same arguments as
-request r < j of this batch (requests on the same limits: sent once, read where they are). KEYS are every request's keys, request after request. Each request is
+request r < j of this batch (requests on the same limits: sent once, read where they are); or, for
+the whole header, "again" and k: k more acquires exactly like the request before (its keys and
+arguments, none of their own), replied to together (see againRequest). KEYS are every request's
+keys, request after request. Each request is
 decided exactly as a call of its own would be, on the batch's one clock (the TIME read once, or
 nowMs), one after the other in order: request j sees what requests 1..j-1 wrote. Returns m replies,
 each the reply of its single call, or an error reply in its place when its own arguments are bad.
@@ -75,6 +78,9 @@ one on every call cost more than a decision). What the factory returns:
   charge(spec, cost, nowMs, minTtlMs, x, y, z) -> level, resetMs, value, ttlMs (value nil: written itself)
   settle(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund) -> level, resetMs, value, ttlMs
             (level nil: the settlement is dropped); renew, where slots can be renewed, the same
+  again(spec, cost, stored, nowMs, k) -> admitted, value, ttlMs   (optional; not with ownsKey)
+            of k requests in a row, how many this limit alone admits (the first ones) and the state
+            after charging them (value nil when none is): what evaluate then charge, k times, leave
 ]]
 local MAX_WAIT_MS = 1e15
 -- The limits an algorithm read from the arguments, by their text, are kept (as a Function, from call
@@ -416,6 +422,94 @@ local function acquireRequest(keyBase, n, i, last, shared)
   return table.concat(reply, ' ', 1, n + 1)
 end
 
+-- againRequest's reply, by line (made at its first use, reused: set 1..n+2 before it is read)
+local againLines
+
+--[[
+"again" (in a batch): k more acquires exactly like the request before it (the same keys and
+arguments: a hot client's identical requests of one batch), decided one after the other right after
+it. Replies one string, lines separated by '\n': how many of the k were admitted (always the first
+ones: a denial writes nothing, so every later one is denied alike), the call's clock, then each key's
+string state as the request before left it ('' for none). The gateway decides the k from those
+states with the TypeScript twin of the algorithms (engine.ts, redis/reply.ts) and checks that it
+admits as many. The k send no arguments and get no reply of their own: reading those and writing
+them was most of what a hot decision cost Redis (issue 16). Only algorithms with a string state (not
+`ownsKey`); `shared` as acquireRequest's.
+]]
+local function againRequest(keyBase, n, first, last, k)
+  if not againLines then againLines = {} end
+  if not evAlgorithm then
+    evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply = {}, {}, {}, {}, {}, {}, {}, {}
+  end
+  local i = first
+  for c = 1, n do
+    local algorithm, cost, spec = readCheck(i, c, true)
+    if not algorithm then return cost end -- the error reply
+    if algorithm.ownsKey then return fail('"again" of a limit whose algorithm keeps its own key') end
+    i = i + 2 + algorithm.arity
+    evAlgorithm[c], evSpec[c], evCost[c] = algorithm, spec, cost
+    againLines[c + 2] = stateOf(algorithm, KEYS[keyBase + c]) or ''
+  end
+  if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+  local admitted = 0
+  local everyAgain = true -- every algorithm of the request has its own "again"
+  for c = 1, n do
+    if not evAlgorithm[c].again then everyAgain = false end
+  end
+  if everyAgain then
+    -- all or nothing: the first `admitted` requests pass every limit, where `admitted` is the fewest
+    -- any limit alone admits (a limit's state changes only when a request is admitted)
+    admitted = k
+    for c = 1, n do
+      local alone, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, k)
+      evX[c], evY[c], evZ[c] = alone, value, ttlMs
+      if alone < admitted then admitted = alone end
+    end
+    if admitted > 0 then
+      for c = 1, n do
+        local value, ttlMs = evY[c], evZ[c]
+        if evX[c] > admitted then
+          local _
+          _, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, admitted)
+        end
+        store(KEYS[keyBase + c], value, ttlMs)
+      end
+    end
+  elseif n == 1 then
+    local algorithm, spec, cost, key = evAlgorithm[1], evSpec[1], evCost[1], KEYS[keyBase + 1]
+    local evaluate, charge = algorithm.evaluate, algorithm.charge
+    while admitted < k do
+      local stored = pending and pending[key]
+      if stored == nil then stored = redis.call('GET', key) end
+      local allowed, x, y, z = evaluate(spec, cost, stored, nowMs)
+      if not allowed then break end
+      local _, _, value, ttlMs = charge(spec, cost, nowMs, minTtlMs, x, y, z)
+      store(key, value, ttlMs)
+      admitted = admitted + 1
+    end
+  else
+    while admitted < k do
+      local allAllowed = true
+      for c = 1, n do
+        local allowed, x, y, z = evAlgorithm[c].evaluate(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs)
+        if not allowed then
+          allAllowed = false
+          break
+        end
+        evX[c], evY[c], evZ[c] = x, y, z
+      end
+      if not allAllowed then break end
+      for c = 1, n do
+        local _, _, value, ttlMs = evAlgorithm[c].charge(evSpec[c], evCost[c], nowMs, minTtlMs, evX[c], evY[c], evZ[c])
+        store(KEYS[keyBase + c], value, ttlMs)
+      end
+      admitted = admitted + 1
+    end
+  end
+  againLines[1], againLines[2] = admitted, nowText
+  return table.concat(againLines, '\n', 1, n + 2)
+end
+
 
 --[[
 One call: `keys` and `argv` are its KEYS and ARGV. As a Redis Function (Redis >= 7: acquire-script.ts
@@ -480,49 +574,67 @@ local function run(keys, argv)
   local numbers, refs = {}, {}
   local keyBase = 0
   local i = 5
+  -- the request before, which an "again" repeats: its operation, keys and arguments
+  local lastOperation, lastKeyBase, lastN, lastFirst, lastLast
   for j = 1, m do
     local requestOperation = ARGV[i]
-    local nText, argcText = ARGV[i + 1], ARGV[i + 2]
-    local n = nText and numbers[nText]
-    if n == nil and nText then
-      n = tonumber(nText) or false
-      numbers[nText] = n
-    end
-    if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
-    local r = refs[argcText]
-    if r == nil then
-      r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
-      refs[argcText] = r
-    end
-    local first, last, nextI
-    if r then
-      -- '@<r>': the arguments of request r of this batch (r < j), not repeated
-      if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
-      first, last, nextI = firsts[r], lasts[r], i + 3
-    else
-      local argc = numbers[argcText]
-      if argc == nil then
-        argc = tonumber(argcText) or false
-        numbers[argcText] = argc
+    if requestOperation == 'again' then
+      local kText = ARGV[i + 1]
+      local k = kText and numbers[kText]
+      if k == nil and kText then
+        k = tonumber(kText) or false
+        numbers[kText] = k
       end
-      if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
-      first, last = i + 3, i + 2 + argc
-      nextI = last + 1
-    end
-    firsts[j], lasts[j] = first, last
-    if requestOperation == 'acquire' then
-      if n == 1 then
-        replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+      if not (k and k >= 1 and k == math.floor(k) and lastOperation == 'acquire') then
+        return fail('bad header of request ' .. j)
+      end
+      replies[j] = againRequest(lastKeyBase, lastN, lastFirst, lastLast, k)
+      firsts[j], lasts[j] = lastFirst, lastLast
+      i = i + 2
+    else
+      local nText, argcText = ARGV[i + 1], ARGV[i + 2]
+      local n = nText and numbers[nText]
+      if n == nil and nText then
+        n = tonumber(nText) or false
+        numbers[nText] = n
+      end
+      if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
+      local r = refs[argcText]
+      if r == nil then
+        r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
+        refs[argcText] = r
+      end
+      local first, last, nextI
+      if r then
+        -- '@<r>': the arguments of request r of this batch (r < j), not repeated
+        if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
+        first, last, nextI = firsts[r], lasts[r], i + 3
       else
-        replies[j] = acquireRequest(keyBase, n, first, last, r)
+        local argc = numbers[argcText]
+        if argc == nil then
+          argc = tonumber(argcText) or false
+          numbers[argcText] = argc
+        end
+        if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
+        first, last = i + 3, i + 2 + argc
+        nextI = last + 1
       end
-    elseif requestOperation == 'settle' or requestOperation == 'renew' then
-      replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
-    else
-      replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
+      firsts[j], lasts[j] = first, last
+      if requestOperation == 'acquire' then
+        if n == 1 then
+          replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+        else
+          replies[j] = acquireRequest(keyBase, n, first, last, r)
+        end
+      elseif requestOperation == 'settle' or requestOperation == 'renew' then
+        replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
+      else
+        replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
+      end
+      lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, last
+      keyBase = keyBase + n
+      i = nextI
     end
-    keyBase = keyBase + n
-    i = nextI
   end
   if keyBase ~= keyCount or i ~= argCount + 1 then return fail('the requests must use every key and argument') end
   if pending then

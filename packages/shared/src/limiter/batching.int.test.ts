@@ -226,6 +226,111 @@ describe('batching changes the cost, never a result', () => {
     expect(calls).toBeLessThan(operations / 4);
   }, 120_000);
 
+  it('runs of identical requests (a hot client: "again") decide alike one by one and batched, edits and denials included, and leave the same state', async () => {
+    // limits that may share a key (two pool entries on one key: an edit between runs, or another
+    // algorithm there), runs of 1–12 identical requests asked in one turn, clock steps between runs
+    const runsArb = fc
+      .array(specArb, { minLength: 1, maxLength: 5 })
+      .chain((pool) =>
+        fc.record({
+          pool: fc.constant(pool),
+          keyOf: fc.tuple(...pool.map(() => fc.nat(2))),
+          startMs: startMsArb,
+        }),
+      )
+      .chain(({ pool, keyOf, startMs }) => {
+        const runArb = fc
+          .uniqueArray(fc.nat(pool.length - 1), {
+            minLength: 1,
+            maxLength: Math.min(3, pool.length),
+            selector: (i) => keyOf[i]!,
+          })
+          .chain((limits) =>
+            fc.record({
+              limits: fc.constant(limits),
+              costs: fc.tuple(...limits.map((i) => specCostArb(pool[i]!))),
+              times: fc.integer({ min: 1, max: 12 }),
+              stepMs: fc.oneof(
+                { weight: 3, arbitrary: fc.constant(0) },
+                { weight: 2, arbitrary: specStepMsArb(pool[0]!) },
+              ),
+            }),
+          );
+        return fc.record({
+          pool: fc.constant(pool),
+          keyOf: fc.constant(keyOf),
+          startMs: fc.constant(startMs),
+          chunks: fc.array(fc.array(runArb, { minLength: 1, maxLength: 6 }), { minLength: 2, maxLength: 6 }),
+        });
+      });
+    type RunsScenario = typeof runsArb extends fc.Arbitrary<infer T> ? T : never;
+
+    const play = async (store: RedisStore, scenario: RunsScenario, run: string, oneByOne: boolean) => {
+      const decisions: StoreDecision[] = [];
+      let nowMs = scenario.startMs;
+      for (const chunk of scenario.chunks) {
+        const asked: Promise<void>[] = [];
+        for (const { limits, costs, times, stepMs } of chunk) {
+          nowMs += stepMs;
+          for (let t = 0; t < times; t++) {
+            const i = decisions.length;
+            decisions.push(undefined as unknown as StoreDecision);
+            const checks: LimitCheck[] = limits.map((limit, j) => ({
+              key: limitKey('', run, `k${scenario.keyOf[limit]}`, 'client'),
+              spec: scenario.pool[limit]!,
+              cost: costs[j]!,
+            }));
+            const done = clock
+              .at(nowMs, () => store.acquire(checks))
+              .then((d) => {
+                decisions[i] = d;
+              });
+            if (oneByOne) await done;
+            else asked.push(done);
+          }
+        }
+        await Promise.all(asked);
+      }
+      return { decisions, state: await dump(run) };
+    };
+
+    let decided = 0;
+    let denied = 0;
+    let agains = 0;
+    const monitor = await admin.duplicate().monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args.some((arg) => arg.includes('again-b-')))
+        agains += args.filter((arg) => arg === 'again').length;
+    });
+    try {
+      let run = 0;
+      await fc.assert(
+        fc.asyncProperty(runsArb, async (scenario) => {
+          run++;
+          const id = `${run}-${Math.random().toString(36).slice(2)}`;
+          const a = await play(unbatched, scenario, `again-a-${id}`, true);
+          const b = await play(batched, scenario, `again-b-${id}`, false);
+          decided += a.decisions.length;
+          denied += a.decisions.filter((d) => !d.allowed).length;
+          a.decisions.forEach((d, i) => {
+            if (!sameDecision(d, b.decisions[i]!) || d.atMs !== b.decisions[i]!.atMs)
+              expect({ i, decision: b.decisions[i] }).toEqual({ i, decision: d });
+          });
+          expect(b.state).toEqual(a.state);
+        }),
+        { numRuns: 60 },
+      );
+      await sleep(200); // the monitor's lines arrive after the replies
+    } finally {
+      monitor.disconnect();
+    }
+    console.log('"again" differential:', { decided, denied, agains });
+    expect(decided).toBeGreaterThan(1_000);
+    expect(denied).toBeGreaterThan(decided / 20);
+    // the batched store did send runs as "again"
+    expect(agains).toBeGreaterThan(40);
+  }, 120_000);
+
   it('concurrency slots: takes, give-backs and renewals on shared keys decide alike one by one and in batches, and every key keeps an expiry', async () => {
     // slots on one or two keys, leases short enough that clock steps expire some; a give-back names its
     // admission's clock (as the gateway does) or 0 (unknown); a take may reuse a lease id already there
@@ -522,6 +627,30 @@ describe("a batch's shared arguments", () => {
     // one copy of the bucket's numbers, then four back-references to request 1
     expect(sent[0]!.filter((arg) => arg === 'token-bucket')).toHaveLength(1);
     expect(sent[0]!.filter((arg) => arg === '@1')).toHaveLength(4);
+  });
+
+  it('identical requests of one turn (a hot client) ride as one "again": its key and limits sent once, no reply each', async () => {
+    const spec = { algorithm: 'token-bucket', capacity: 5, refill: 1, periodMs: 60_000, maxDebt: 0 } as const;
+    const key = limitKey('', 'hot', '', 'client');
+    const sent: string[][] = [];
+    const monitor = await admin.duplicate().monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const command = args[0]?.toLowerCase();
+      if ((command === 'evalsha' || command === 'fcall') && args.includes(`${PREFIX}${key}`)) sent.push(args);
+    });
+    const decisions = await clock.at(1_700_000_000_000, () =>
+      Promise.all(Array.from({ length: 8 }, () => batched.acquire([{ key, spec, cost: 1 }]))),
+    );
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+    expect(decisions.map((d) => d.limits[0]!.remaining)).toEqual([4, 3, 2, 1, 0, 0, 0, 0]);
+    expect(decisions.slice(5).map((d) => d.retryAfterMs)).toEqual([60_000, 60_000, 60_000]);
+    await sleep(100);
+    monitor.disconnect();
+    expect(sent).toHaveLength(1);
+    // the first request as usual, then "again" for the 7 others; the key once
+    expect(sent[0]!.slice(-2)).toEqual(['again', '7']);
+    expect(sent[0]!.filter((arg) => arg === `${PREFIX}${key}`)).toHaveLength(1);
+    expect((await admin.get(`${PREFIX}${key}`))?.split(' ')[0]).toBe('0');
   });
 });
 

@@ -28,7 +28,7 @@ import {
 } from './redis/client.js';
 import { acquireAcrossSlots, type SlotGroupCalls, settleAcrossSlots } from './redis/cross-slot.js';
 import { FunctionLibrary, isFunctionMissing, type ScriptMode } from './redis/function-library.js';
-import { decisionOfReply, settledOfReply } from './redis/reply.js';
+import { decisionOfReply, decisionsAgainOfReply, settledOfReply } from './redis/reply.js';
 import {
   acquireArgs,
   defineAcquireCommand,
@@ -264,6 +264,8 @@ export class RedisStore implements Store {
       this.#minTtlMs,
       decisionOfReply,
       checks,
+      // a concurrency slot is per request (its lease id) and its state a sorted set: never "again"
+      holdsSlots(checks) ? undefined : decisionsAgainOfReply,
     );
   }
 
@@ -296,6 +298,11 @@ export class RedisStore implements Store {
   #evalsha(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     return this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs).then(undefined, rejectAsStoreError);
   }
+}
+
+function holdsSlots(checks: readonly LimitCheck[]): boolean {
+  for (let i = 0; i < checks.length; i++) if (checks[i]!.leaseId !== undefined) return true;
+  return false;
 }
 
 function rejectAsStoreError(error: unknown): never {

@@ -6,12 +6,16 @@
  * slot). A batch is sent when the turn ends (`setImmediate`), or at once when it reaches
  * MAX_BATCH_REQUESTS requests or MAX_BATCH_KEYS keys. Settlements and renewals alone (no decision
  * waits on them) wait one turn more for decisions to ride with: a concurrency rule's give-back or a
- * charged rule's settlement otherwise cost a script call of their own under load (issue 16). A failed
- * batch call fails each of its requests with the same `StoreError`.
+ * charged rule's settlement otherwise cost a script call of their own under load (issue 16). An
+ * acquire exactly like the request just before it (the same keys and limits: a hot client) rides on
+ * that request as an "again" of the script: no arguments and no reply of its own, its decision made
+ * here from the state the request before left (see `AgainDecoder`). A failed batch call fails each of
+ * its requests with the same `StoreError`.
  */
 import type { Writable } from 'node:stream';
 import { StoreError } from '../store.js';
 import {
+  type AgainDecoder,
   type ReplyDecoder,
   type ScriptChannel,
   type ScriptOperation,
@@ -41,8 +45,41 @@ interface PendingCall {
   readonly args: readonly string[];
   readonly decode: ReplyDecoder<unknown, unknown>;
   readonly context: unknown;
+  /** set: the request may be sent as an "again" of one exactly like it */
+  readonly decodeAgain: AgainDecoder<unknown, unknown> | undefined;
   readonly resolve: (decoded: unknown) => void;
   readonly reject: (error: StoreError) => void;
+  /** the requests exactly like this one that came right after it, sent as its "again" */
+  again: PendingCall[] | undefined;
+}
+
+/** `request` may ride as an "again" of `before`: both acquires that allow it, on the same keys and limits. */
+function isAgainOf(request: PendingCall, before: PendingCall | undefined): boolean {
+  if (
+    before === undefined ||
+    request.decodeAgain === undefined ||
+    before.decodeAgain !== request.decodeAgain
+  ) {
+    return false;
+  }
+  if (request.args !== before.args || request.keys.length !== before.keys.length) return false;
+  for (let i = 0; i < request.keys.length; i++) if (request.keys[i] !== before.keys[i]) return false;
+  return true;
+}
+
+/** The requests of an "again", answered from its one reply (or all failed with what decoding threw). */
+function answerAgain(requests: readonly PendingCall[], reply: unknown): void {
+  let decoded: unknown[];
+  try {
+    decoded = requests[0]!.decodeAgain!(
+      reply,
+      requests.map((request) => request.context),
+    );
+  } catch (error) {
+    for (const request of requests) request.reject(error as StoreError);
+    return;
+  }
+  for (let i = 0; i < requests.length; i++) requests[i]!.resolve(decoded[i]);
 }
 
 /** A request's own reply, decoded where it arrives: resolves its promise, or rejects it with what decoding threw. */
@@ -86,6 +123,9 @@ interface Batch {
   readonly nowMs: string;
   readonly minTtlMs: string;
   keyCount: number;
+  /** its requests, those riding as an "again" included (what the cap counts) */
+  decisions: number;
+  /** the requests that head an entry of the batch, each with its "again" riders */
   readonly requests: PendingCall[];
 }
 
@@ -124,6 +164,7 @@ export class BatchingChannel implements ScriptChannel {
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
     context: C,
+    decodeAgain?: AgainDecoder<T, C>,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const route = this.#routeOf(keys[0]!);
@@ -139,21 +180,31 @@ export class BatchingChannel implements ScriptChannel {
         batch = undefined;
       }
       if (batch === undefined) {
-        batch = { nowMs, minTtlMs, keyCount: 0, requests: [] };
+        batch = { nowMs, minTtlMs, keyCount: 0, decisions: 0, requests: [] };
         this.#openBatches.set(route, batch);
       }
-      batch.requests.push({
+      const request: PendingCall = {
         operation,
         keys,
         args,
         decode: decode as ReplyDecoder<unknown, unknown>,
         context,
+        decodeAgain: decodeAgain as AgainDecoder<unknown, unknown> | undefined,
         resolve: resolve as (decoded: unknown) => void,
         reject,
-      });
-      batch.keyCount += n;
+        again: undefined,
+      };
+      const before = batch.requests[batch.requests.length - 1];
+      if (isAgainOf(request, before)) {
+        if (before!.again === undefined) before!.again = [request];
+        else before!.again.push(request);
+      } else {
+        batch.requests.push(request);
+        batch.keyCount += n;
+      }
+      batch.decisions++;
       if (operation === 'acquire') this.#decisionAsked = true;
-      if (batch.requests.length >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
+      if (batch.decisions >= MAX_BATCH_REQUESTS || batch.keyCount >= MAX_BATCH_KEYS) {
         this.#openBatches.delete(route);
         this.#sendBatch(batch);
       } else if (!this.#flushScheduled) {
@@ -192,7 +243,7 @@ export class BatchingChannel implements ScriptChannel {
   /** One script call for a batch: the single form for a lone request, else the "batch" form. */
   #sendBatch(batch: Batch): void {
     const { requests, nowMs, minTtlMs } = batch;
-    if (requests.length === 1) {
+    if (requests.length === 1 && requests[0]!.again === undefined) {
       const request = requests[0]!;
       const { operation, keys, args } = request;
       this.#send(keys.length, singleCallArguments(operation, keys, args, nowMs, minTtlMs)).then(
@@ -202,55 +253,86 @@ export class BatchingChannel implements ScriptChannel {
       return;
     }
     // One array of its final length, keys first, then the arguments. A request whose arguments are
-    // an earlier one's (the same limits: the same array) refers back to it ('@<j>') instead of
-    // repeating them: most of a batch's arguments otherwise, each read and copied on both sides.
+    // an earlier one's (the same limits: the same array) refers back to it ('@<j>', j counting the
+    // script's requests, an "again" one) instead of repeating them: most of a batch's arguments
+    // otherwise, each read and copied on both sides.
     const firstUse = new Map<readonly string[], number>();
+    let entries = 0;
     let length = batch.keyCount + 4;
+    let repeats = false;
     for (let j = 0; j < requests.length; j++) {
-      const args = requests[j]!.args;
+      const { args, again } = requests[j]!;
+      entries++;
       if (firstUse.has(args)) length += 3;
       else {
-        firstUse.set(args, j + 1);
+        firstUse.set(args, entries);
         length += 3 + args.length;
+      }
+      if (again !== undefined) {
+        entries++;
+        length += 2;
+        repeats = true;
       }
     }
     const keysAndArgs: string[] = new Array(length);
     let k = 0;
     let a = batch.keyCount;
-    keysAndArgs[a++] = keysRepeat(requests) ? 'batch-repeats' : 'batch';
+    // an "again" decides on its keys request after request: their states are kept pending
+    keysAndArgs[a++] = repeats || keysRepeat(requests) ? 'batch-repeats' : 'batch';
     keysAndArgs[a++] = nowMs;
     keysAndArgs[a++] = minTtlMs;
-    keysAndArgs[a++] = String(requests.length);
+    keysAndArgs[a++] = String(entries);
+    let entry = 0;
     for (let j = 0; j < requests.length; j++) {
-      const { operation, keys, args } = requests[j]!;
+      const { operation, keys, args, again } = requests[j]!;
+      entry++;
       for (let i = 0; i < keys.length; i++) keysAndArgs[k++] = keys[i]!;
       keysAndArgs[a++] = operation;
       keysAndArgs[a++] = String(keys.length);
       const first = firstUse.get(args)!;
-      if (first !== j + 1) keysAndArgs[a++] = `@${first}`;
+      if (first !== entry) keysAndArgs[a++] = `@${first}`;
       else {
         keysAndArgs[a++] = String(args.length);
         for (let i = 0; i < args.length; i++) keysAndArgs[a++] = args[i]!;
       }
+      if (again !== undefined) {
+        entry++;
+        keysAndArgs[a++] = 'again';
+        keysAndArgs[a++] = String(again.length);
+      }
     }
     this.#send(batch.keyCount, keysAndArgs).then(
       (reply) => {
-        if (!Array.isArray(reply) || reply.length !== requests.length) {
+        if (!Array.isArray(reply) || reply.length !== entries) {
           const error = new StoreError(
             'STORE_ERROR',
             `unreadable limiter batch reply: ${JSON.stringify(reply)}`,
           );
-          for (const request of requests) request.reject(error);
+          for (const request of requests) {
+            request.reject(error);
+            if (request.again !== undefined) for (const rider of request.again) rider.reject(error);
+          }
           return;
         }
+        let at = 0;
         for (let j = 0; j < requests.length; j++) {
-          const one: unknown = reply[j];
-          if (one instanceof Error) requests[j]!.reject(toStoreError(one));
-          else answer(requests[j]!, one);
+          const request = requests[j]!;
+          const one: unknown = reply[at++];
+          if (one instanceof Error) request.reject(toStoreError(one));
+          else answer(request, one);
+          if (request.again === undefined) continue;
+          const again: unknown = reply[at++];
+          if (again instanceof Error) {
+            const error = toStoreError(again);
+            for (const rider of request.again) rider.reject(error);
+          } else answerAgain(request.again, again);
         }
       },
       (error: StoreError) => {
-        for (const request of requests) request.reject(error);
+        for (const request of requests) {
+          request.reject(error);
+          if (request.again !== undefined) for (const rider of request.again) rider.reject(error);
+        }
       },
     );
   }

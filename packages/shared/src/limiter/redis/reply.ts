@@ -2,7 +2,8 @@
  * The script's replies read back: an acquire's per-check outcomes and clock, a settlement's levels. A
  * reply of the wrong shape is a `STORE_ERROR` (never a guessed decision).
  */
-import { decisionOf, outcomeOf, settledOf } from '../engine.js';
+import { algorithmOf } from '../algorithms/index.js';
+import { acquireFrom, decisionOf, outcomeOf, type StateTable, settledOf } from '../engine.js';
 import {
   DROPPED_SETTLEMENT,
   type LimitCheck,
@@ -25,6 +26,53 @@ export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): 
   const atMs = outcomes === undefined ? Number.NaN : wholeOrDecimal(values![4 * n]!);
   if (outcomes === undefined || !Number.isFinite(atMs)) throw unreadable(reply);
   return decisionOf(outcomes, atMs);
+}
+
+/**
+ * An "again"'s reply (acquire.lua's againRequest): requests exactly like the one before them in their
+ * batch (`contexts`: each one's checks, the same keys and limits), decided in order from the states that
+ * request left, by the TypeScript twin of the script (engine.ts: the in-process store's engine, which
+ * the differential tests hold to the Lua bit for bit). Lines: how many the script admitted, its clock,
+ * then each key's state ('' for none). A replay that admits another number than the script did is a
+ * `STORE_ERROR`, never a guessed decision.
+ */
+export function decisionsAgainOfReply(
+  reply: unknown,
+  contexts: readonly (readonly LimitCheck[])[],
+): StoreDecision[] {
+  const checks = contexts[0]!;
+  const n = checks.length;
+  const lines = typeof reply === 'string' ? reply.split('\n') : undefined;
+  if (lines === undefined || lines.length !== n + 2) throw unreadable(reply);
+  const admitted = wholeOrDecimal(lines[0]!);
+  const nowMs = wholeOrDecimal(lines[1]!);
+  if (!Number.isInteger(admitted) || !Number.isFinite(nowMs)) throw unreadable(reply);
+  const states = new Map<string, unknown>();
+  for (let i = 0; i < n; i++) {
+    const text = lines[i + 2]!;
+    const state = text === '' ? undefined : algorithmOf(checks[i]!.spec).redisState.parse(text);
+    if (state !== undefined) states.set(checks[i]!.key, state);
+  }
+  const table: StateTable = {
+    get: (key) => states.get(key),
+    set: (key, state, ttlMs) => {
+      if (ttlMs === 0) states.delete(key);
+      else states.set(key, state);
+    },
+  };
+  const decisions: StoreDecision[] = new Array(contexts.length);
+  let allowed = 0;
+  for (let r = 0; r < contexts.length; r++) {
+    decisions[r] = acquireFrom(table, contexts[r]!, nowMs);
+    if (decisions[r]!.allowed) allowed++;
+  }
+  if (allowed !== admitted) {
+    throw new StoreError(
+      'STORE_ERROR',
+      `the limiter admitted ${admitted} of ${contexts.length} requests, its TypeScript twin ${allowed}: ${JSON.stringify(reply)}`,
+    );
+  }
+  return decisions;
 }
 
 /**

@@ -35,6 +35,12 @@ export type ScriptOperation = 'acquire' | 'settle' | 'renew';
 /** Reads one request's reply (`context`: what the request asked, e.g. its checks); throws a `StoreError`. */
 export type ReplyDecoder<T, C> = (reply: unknown, context: C) => T;
 
+/**
+ * Reads the reply of an "again" (acquire.lua): the decisions of requests exactly like the one before
+ * them in their batch, one per context, in order; throws a `StoreError`.
+ */
+export type AgainDecoder<T, C> = (reply: unknown, contexts: readonly C[]) => T[];
+
 /** Sends one script call (`numberOfKeys`, then KEYS and ARGV); rejects with a `StoreError`. */
 export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promise<unknown>;
 
@@ -48,6 +54,9 @@ export interface ScriptChannel {
   /**
    * Resolves with `decode(reply, context)`, rejects with a `StoreError` (a failed call, or what
    * `decode` threw). The reply is decoded where it arrives: no promise chained per request for it.
+   * `decodeAgain`, for an acquire whose limits keep a string state: a batch may send this request as
+   * one more of the request just before it when that is exactly like it (the same keys and the same
+   * `args` array), and read its decision with `decodeAgain`.
    */
   call<T, C>(
     operation: ScriptOperation,
@@ -57,6 +66,7 @@ export interface ScriptChannel {
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
     context: C,
+    decodeAgain?: AgainDecoder<T, C>,
   ): Promise<T>;
   /** sends whatever waits (the store closes) */
   flush(): void;

@@ -127,6 +127,37 @@ ALGORITHMS['sliding-window'] = function()
     return state
   end
 
+  -- allowed, then the evaluation for hold or charge: the state decided on (si, sc, sp; an edit's
+  -- carried into the new window)
+  local function evaluate(s, cost, stored, nowMs)
+    local si, sc, sp, tag
+    if stored then si, sc, sp, tag = parseState(stored) end
+    if si and tag ~= s.tag then si, sc, sp = retagged(si, sc, sp, tag, s, nowMs) end
+    local _, current, previous, elapsedMs = countsAt(si, sc, sp, s.windowMs, nowMs)
+    return estimateOf(current, previous, elapsedMs, s.windowMs) + cost <= s.max, si, sc, sp
+  end
+
+  -- "again" (acquire.lua's againRequest): of k requests in a row at nowMs, how many this limit alone
+  -- admits (the first ones), and the state to store after charging them, with its time to live: the
+  -- same operations in the same order as evaluate then charge, k times, one state formatted at the end
+  local function again(s, cost, stored, nowMs, k)
+    local allowed, si, sc, sp = evaluate(s, cost, stored, nowMs)
+    local windowMs = s.windowMs
+    local admitted = 0
+    while allowed and admitted < k do
+      admitted = admitted + 1
+      -- charged (written, and read back exactly)
+      local windowIndex, current, previous = countsAt(si, sc, sp, windowMs, nowMs)
+      si, sc, sp = windowIndex, current + cost, previous
+      -- evaluated again, under the limit's own tag now
+      local _, c, p, elapsedMs = countsAt(si, sc, sp, windowMs, nowMs)
+      allowed = estimateOf(c, p, elapsedMs, windowMs) + cost <= s.max
+    end
+    if admitted == 0 then return 0 end
+    local resetMs = untilEmptyMs(si, sc, sp, windowMs, nowMs)
+    return admitted, encode(si, sc, sp, s.tag), resetMs
+  end
+
   return {
     arity = 3,
 
@@ -148,15 +179,8 @@ ALGORITHMS['sliding-window'] = function()
       return nil
     end,
 
-    -- allowed, then the evaluation for hold or charge: the state decided on (si, sc, sp; an edit's
-    -- carried into the new window)
-    evaluate = function(s, cost, stored, nowMs)
-      local si, sc, sp, tag
-      if stored then si, sc, sp, tag = parseState(stored) end
-      if si and tag ~= s.tag then si, sc, sp = retagged(si, sc, sp, tag, s, nowMs) end
-      local _, current, previous, elapsedMs = countsAt(si, sc, sp, s.windowMs, nowMs)
-      return estimateOf(current, previous, elapsedMs, s.windowMs) + cost <= s.max, si, sc, sp
-    end,
+    evaluate = evaluate,
+    again = again,
 
     -- nothing charged: allowed, level, retryAfterMs, resetMs
     hold = function(s, cost, nowMs, allowed, si, sc, sp)

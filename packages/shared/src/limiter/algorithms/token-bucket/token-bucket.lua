@@ -109,6 +109,57 @@ ALGORITHMS['token-bucket'] = function()
     return nextBalance, resetMs, state, resetMs
   end
 
+  -- allowed, then the evaluation for hold or charge: the balance and its time as read (an edit's
+  -- excess debt forgiven), and b, that balance refilled to now
+  -- (refilled and admits written out: this runs for every check)
+  local function evaluate(s, cost, stored, nowMs)
+    local balance, updatedAtMs, tag
+    if stored then balance, updatedAtMs, tag = parseState(stored) end
+    local b
+    if not balance then
+      balance = s.capacity
+      updatedAtMs = nowMs
+      b = balance -- refilled over no time: the capacity
+    else
+      if tag ~= s.tag and balance < -s.maxDebt then
+        balance = -s.maxDebt -- edited: a debt beyond the new maxDebt is forgiven
+      end
+      local elapsedMs = nowMs - updatedAtMs
+      if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards refills nothing
+      b = balance + elapsedMs * s.refill / s.periodMs
+      if s.capacity < b then b = s.capacity end -- min(b, capacity), as math.min compares
+    end
+    local least = cost
+    if 1 < least then least = 1 end -- min(cost, 1)
+    return b >= least and b - cost >= -s.maxDebt, balance, updatedAtMs, b
+  end
+
+  -- "again" (acquire.lua's againRequest): of k requests in a row at nowMs, how many this limit alone
+  -- admits (the first ones), and the state to store after charging them, with its time to live. The
+  -- same operations in the same order as evaluate then charge, k times (a state written is read back
+  -- exactly: '%.17g'), without the text of every state between: one is formatted, at the end.
+  local function again(s, cost, stored, nowMs, k)
+    local allowed, balance, updatedAtMs, b = evaluate(s, cost, stored, nowMs)
+    local least = cost
+    if 1 < least then least = 1 end -- min(cost, 1)
+    local admitted = 0
+    while allowed and admitted < k do
+      admitted = admitted + 1
+      -- charged: b - cost at max(nowMs, updatedAtMs) (written)
+      balance = b - cost
+      if updatedAtMs < nowMs then updatedAtMs = nowMs end
+      -- evaluated again, under the limit's own tag now (evaluate written out)
+      local elapsedMs = nowMs - updatedAtMs
+      if not (elapsedMs > 0) then elapsedMs = 0 end
+      b = balance + elapsedMs * s.refill / s.periodMs
+      if s.capacity < b then b = s.capacity end
+      allowed = b >= least and b - cost >= -s.maxDebt
+    end
+    if admitted == 0 then return 0 end
+    local _, _, state, ttlMs = written(s, balance, updatedAtMs, nowMs)
+    return admitted, state, ttlMs
+  end
+
   return {
     arity = 5,
 
@@ -137,30 +188,8 @@ ALGORITHMS['token-bucket'] = function()
       return nil
     end,
 
-    -- allowed, then the evaluation for hold or charge: the balance and its time as read (an edit's
-    -- excess debt forgiven), and b, that balance refilled to now
-    -- (refilled and admits written out: this runs for every check)
-    evaluate = function(s, cost, stored, nowMs)
-      local balance, updatedAtMs, tag
-      if stored then balance, updatedAtMs, tag = parseState(stored) end
-      local b
-      if not balance then
-        balance = s.capacity
-        updatedAtMs = nowMs
-        b = balance -- refilled over no time: the capacity
-      else
-        if tag ~= s.tag and balance < -s.maxDebt then
-          balance = -s.maxDebt -- edited: a debt beyond the new maxDebt is forgiven
-        end
-        local elapsedMs = nowMs - updatedAtMs
-        if not (elapsedMs > 0) then elapsedMs = 0 end -- a clock going backwards refills nothing
-        b = balance + elapsedMs * s.refill / s.periodMs
-        if s.capacity < b then b = s.capacity end -- min(b, capacity), as math.min compares
-      end
-      local least = cost
-      if 1 < least then least = 1 end -- min(cost, 1)
-      return b >= least and b - cost >= -s.maxDebt, balance, updatedAtMs, b
-    end,
+    evaluate = evaluate,
+    again = again,
 
     -- nothing charged: allowed, level, retryAfterMs, resetMs
     hold = function(s, cost, nowMs, allowed, balance, updatedAtMs, b)
