@@ -48,6 +48,11 @@ export function assertChecks(checks: readonly LimitCheck[]): void {
 export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): StoreDecision {
   assertChecks(checks);
   if (!Number.isFinite(nowMs)) throw new LimitArgumentError(`nowMs must be finite, got ${nowMs}`);
+  return decideFrom(table, checks, nowMs);
+}
+
+/** `acquireFrom` for checks and a clock already known to be good (a store asserted them when asked). */
+export function decideFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): StoreDecision {
   const evaluations = checks.map((check) =>
     algorithmOf(check.spec).evaluate(table.get(check.key), check.spec, check.cost, nowMs, check.leaseId),
   );

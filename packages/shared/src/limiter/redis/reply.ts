@@ -3,7 +3,7 @@
  * reply of the wrong shape is a `STORE_ERROR` (never a guessed decision).
  */
 import { algorithmOf } from '../algorithms/index.js';
-import { acquireFrom, decisionOf, outcomeOf, type StateTable, settledOf } from '../engine.js';
+import { decideFrom, decisionOf, outcomeOf, type StateTable, settledOf } from '../engine.js';
 import {
   DROPPED_SETTLEMENT,
   type LimitCheck,
@@ -63,7 +63,7 @@ export function decisionsAgainOfReply(
   const decisions: StoreDecision[] = new Array(contexts.length);
   let allowed = 0;
   for (let r = 0; r < contexts.length; r++) {
-    decisions[r] = acquireFrom(table, contexts[r]!, nowMs);
+    decisions[r] = decideFrom(table, contexts[r]!, nowMs); // the store asserted each request's checks
     if (decisions[r]!.allowed) allowed++;
   }
   if (allowed !== admitted) {
