@@ -78,7 +78,7 @@ one on every call cost more than a decision). What the factory returns:
   charge(spec, cost, nowMs, minTtlMs, x, y, z) -> level, resetMs, value, ttlMs (value nil: written itself)
   settle(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund) -> level, resetMs, value, ttlMs
             (level nil: the settlement is dropped); renew, where slots can be renewed, the same
-  again(spec, cost, stored, nowMs, k) -> admitted, value, ttlMs   (optional; not with ownsKey)
+  again(spec, cost, stored, nowMs, k) -> admitted, value, ttlMs   (every algorithm but an ownsKey one)
             of k requests in a row, how many this limit alone admits (the first ones) and the state
             after charging them (value nil when none is): what evaluate then charge, k times, leave
 ]]
@@ -434,7 +434,7 @@ string state as the request before left it ('' for none). The gateway decides th
 states with the TypeScript twin of the algorithms (engine.ts, redis/reply.ts) and checks that it
 admits as many. The k send no arguments and get no reply of their own: reading those and writing
 them was most of what a hot decision cost Redis (issue 16). Only algorithms with a string state (not
-`ownsKey`); `shared` as acquireRequest's.
+`ownsKey`: the gateway never sends an "again" of a concurrency slot), each by its own `again`.
 ]]
 local function againRequest(keyBase, n, first, last, k)
   if not againLines then againLines = {} end
@@ -445,65 +445,28 @@ local function againRequest(keyBase, n, first, last, k)
   for c = 1, n do
     local algorithm, cost, spec = readCheck(i, c, true)
     if not algorithm then return cost end -- the error reply
-    if algorithm.ownsKey then return fail('"again" of a limit whose algorithm keeps its own key') end
+    if not algorithm.again then return fail('"again" of a limit whose algorithm cannot repeat (it keeps its own key)') end
     i = i + 2 + algorithm.arity
     evAlgorithm[c], evSpec[c], evCost[c] = algorithm, spec, cost
     againLines[c + 2] = stateOf(algorithm, KEYS[keyBase + c]) or ''
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last check') end
-  local admitted = 0
-  local everyAgain = true -- every algorithm of the request has its own "again"
+  -- all or nothing: the first `admitted` requests pass every limit, where `admitted` is the fewest any
+  -- limit alone admits (a limit's state changes only when a request is admitted, by all of them)
+  local admitted = k
   for c = 1, n do
-    if not evAlgorithm[c].again then everyAgain = false end
+    local alone, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, k)
+    evX[c], evY[c], evZ[c] = alone, value, ttlMs
+    if alone < admitted then admitted = alone end
   end
-  if everyAgain then
-    -- all or nothing: the first `admitted` requests pass every limit, where `admitted` is the fewest
-    -- any limit alone admits (a limit's state changes only when a request is admitted)
-    admitted = k
+  if admitted > 0 then
     for c = 1, n do
-      local alone, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, k)
-      evX[c], evY[c], evZ[c] = alone, value, ttlMs
-      if alone < admitted then admitted = alone end
-    end
-    if admitted > 0 then
-      for c = 1, n do
-        local value, ttlMs = evY[c], evZ[c]
-        if evX[c] > admitted then
-          local _
-          _, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, admitted)
-        end
-        store(KEYS[keyBase + c], value, ttlMs)
+      local value, ttlMs = evY[c], evZ[c]
+      if evX[c] > admitted then
+        local _
+        _, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, admitted)
       end
-    end
-  elseif n == 1 then
-    local algorithm, spec, cost, key = evAlgorithm[1], evSpec[1], evCost[1], KEYS[keyBase + 1]
-    local evaluate, charge = algorithm.evaluate, algorithm.charge
-    while admitted < k do
-      local stored = pending and pending[key]
-      if stored == nil then stored = redis.call('GET', key) end
-      local allowed, x, y, z = evaluate(spec, cost, stored, nowMs)
-      if not allowed then break end
-      local _, _, value, ttlMs = charge(spec, cost, nowMs, minTtlMs, x, y, z)
-      store(key, value, ttlMs)
-      admitted = admitted + 1
-    end
-  else
-    while admitted < k do
-      local allAllowed = true
-      for c = 1, n do
-        local allowed, x, y, z = evAlgorithm[c].evaluate(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs)
-        if not allowed then
-          allAllowed = false
-          break
-        end
-        evX[c], evY[c], evZ[c] = x, y, z
-      end
-      if not allAllowed then break end
-      for c = 1, n do
-        local _, _, value, ttlMs = evAlgorithm[c].charge(evSpec[c], evCost[c], nowMs, minTtlMs, evX[c], evY[c], evZ[c])
-        store(KEYS[keyBase + c], value, ttlMs)
-      end
-      admitted = admitted + 1
+      store(KEYS[keyBase + c], value, ttlMs)
     end
   end
   againLines[1], againLines[2] = admitted, nowText

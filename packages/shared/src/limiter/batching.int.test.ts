@@ -474,6 +474,36 @@ describe('batching changes the cost, never a result', () => {
     expect(await admin.exists(key('y'))).toBe(0);
   });
 
+  it('an "again" of a concurrency slot is refused in its place; one with no acquire before it fails the batch', async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'again-bad', '', name)}`;
+    const bucket = ['token-bucket', '1', '5', '1', '1000', '0', 'T5/1/1000'];
+    const slots = ['concurrency', '1', '5', '60000', 'lease-1'];
+    const reply = (await batched.client.sluiceAcquire(
+      2,
+      key('slots'),
+      key('bucket'),
+      'batch-repeats',
+      '',
+      '',
+      '4',
+      ...['acquire', '1', String(slots.length), ...slots],
+      ...['again', '2'],
+      ...['acquire', '1', String(bucket.length), ...bucket],
+      ...['again', '3'],
+    )) as unknown[];
+    expect(reply).toHaveLength(4);
+    expect(String(reply[0]).split(' ')[0]).toBe('1');
+    expect(reply[1]).toBeInstanceOf(Error);
+    expect(String(reply[1])).toMatch(/cannot repeat/);
+    // the bucket's request, then 3 more alike: how many admitted, the clock, the state the first left
+    expect(String(reply[3]).split('\n')[0]).toBe('3');
+    expect(String(reply[3]).split('\n')[2]?.split(' ')[0]).toBe('4');
+    expect((await admin.get(key('bucket')))?.split(' ')[0]).toBe('1');
+    await expect(
+      batched.client.sluiceAcquire(1, key('bucket'), 'batch', '', '', '1', ...['again', '2']),
+    ).rejects.toThrow(/bad header of request 1/);
+  });
+
   it("a settlement asked alone waits one turn more, for the next turn's decisions to ride with; alone, it still goes", async () => {
     const spec = {
       algorithm: 'token-bucket',
