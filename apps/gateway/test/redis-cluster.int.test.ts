@@ -116,6 +116,8 @@ async function load(
 }
 
 describe('a RedisStore on the cluster', () => {
+  const spec = { algorithm: 'token-bucket', capacity: 5, refill: 1, periodMs: 60_000, maxDebt: 0 } as const;
+
   it('loads its library on every master, and on a master that lost it (FUNCTION FLUSH) answers by the script, then loads it again', async () => {
     const store = new RedisStore(
       { clusterNodes: [cluster.nodes[0]!.address] },
@@ -129,13 +131,6 @@ describe('a RedisStore on the cluster', () => {
       const masters = (await cluster.topology()).filter((node) => node.role === 'master');
       expect(masters).toHaveLength(3);
       for (const master of masters) expect(await libraryOn(master.port)).toBe(true);
-      const spec = {
-        algorithm: 'token-bucket',
-        capacity: 5,
-        refill: 1,
-        periodMs: 60_000,
-        maxDebt: 0,
-      } as const;
       const check = { key: '{nofunction:ip:1}', spec, cost: 1 };
       expect((await store.acquire([check])).limits[0]!.level).toBe(4);
       const master = await cluster.masterOf(await slotOf(PREFIX + check.key));
@@ -158,13 +153,6 @@ describe('a RedisStore on the cluster', () => {
     );
     try {
       await store.ready();
-      const spec = {
-        algorithm: 'token-bucket',
-        capacity: 5,
-        refill: 1,
-        periodMs: 60_000,
-        maxDebt: 0,
-      } as const;
       const check = { key: '{noscript:ip:1}', spec, cost: 1 };
       expect((await store.acquire([check])).limits[0]!.level).toBe(4);
       const master = await cluster.masterOf(await slotOf(PREFIX + check.key));
