@@ -409,12 +409,22 @@ function trackOffenders(
  */
 async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyBaseLogger): Promise<void> {
   if (!(primary instanceof RedisStore)) return;
-  await primary.ready(REDIS_CONNECT_WAIT_MS).catch((error: unknown) => {
+  try {
+    await primary.ready(REDIS_CONNECT_WAIT_MS);
+  } catch (error) {
     log.warn(
       { err: error },
       `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
     );
-  });
+    return;
+  }
+  // the fallback decides alike but costs Redis about twice as much per call: say so once
+  if (primary.scriptMode === 'function') log.info('the limiter runs as a Redis Function library (FCALL)');
+  else {
+    log.warn(
+      "the limiter's Redis Function library could not be loaded (Redis older than 7, or a user without FUNCTION LOAD): decisions go by EVALSHA, which costs Redis more per call (docs/configuration.md)",
+    );
+  }
 }
 
 /**

@@ -3,9 +3,12 @@
  * environment): configuration errors, JSON logs on stdout, graceful stop on SIGTERM.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { freePort, sleep, waitFor } from '@sluice/test-support';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import { READ_TOKEN, type RulesApi, startRulesApi } from './helpers/rules-api.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';
@@ -101,4 +104,48 @@ describe('gateway process', () => {
     // stopped: nothing listens any more
     await expect(http(port, '/x', { timeoutMs: 1_000 })).rejects.toThrow();
   }, 30_000);
+
+  it('says at start whether the limiter runs as a Redis Function library or falls back to EVALSHA', async () => {
+    const user = `sluice-test-${randomUUID()}`;
+    const admin = new Redis('redis://127.0.0.1:6379');
+    await admin.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-function');
+    try {
+      const logsWith = async (redisUrl: string) => {
+        const [port, adminPort] = [await freePort(), await freePort()];
+        const run = spawnGateway({
+          PORT: String(port),
+          ADMIN_PORT: String(adminPort),
+          HOST: '127.0.0.1',
+          UPSTREAMS: `/=${upstream.url}`,
+          RULES_API_URL: api.url,
+          RULES_API_TOKEN: READ_TOKEN,
+          REDIS_URL: redisUrl,
+          REDIS_KEY_PREFIX: uniqueKeyPrefix('server'),
+        });
+        children.push(run.child);
+        await waitFor(
+          async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status === 200,
+          20_000,
+          'readiness',
+        );
+        run.child.kill('SIGTERM');
+        await run.exit;
+        return run
+          .stdout()
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line) as { level: number; msg: string });
+      };
+      const functions = await logsWith('redis://127.0.0.1:6379');
+      expect(functions.some((l) => l.level === 30 && l.msg.includes('Redis Function library (FCALL)'))).toBe(
+        true,
+      );
+      expect(functions.some((l) => l.msg.includes('EVALSHA'))).toBe(false);
+      const fallback = await logsWith(`redis://${user}:secret@127.0.0.1:6379`);
+      expect(fallback.some((l) => l.level === 40 && l.msg.includes('decisions go by EVALSHA'))).toBe(true);
+    } finally {
+      await admin.call('ACL', 'DELUSER', user);
+      admin.disconnect();
+    }
+  }, 60_000);
 });

@@ -66,7 +66,9 @@ describe('acquire.lua: several limits in one call', () => {
     const scenarios = stackedScenarioArb(420, 600, { backwards: true });
     const { operations, denials, checks } = await runDifferential(redis, scenarios, 25);
     expect(operations).toBeGreaterThanOrEqual(10_000);
-    expect(checks).toBeGreaterThan(operations * 1.5);
+    // stacked: 1.44–2.0 checks per operation over 25 scenarios in 300 samples of the arbitrary (seeds
+    // are random: below 1.5 in about 1 run of 100, as CI met once; 1.3 is below every sample)
+    expect(checks).toBeGreaterThan(operations * 1.3);
     expect(denials).toBeGreaterThan(1_000);
   });
 
