@@ -69,7 +69,8 @@ describe('gateway process', () => {
     ]);
   }, 30_000);
 
-  it('logs JSON to stdout, warns loudly without REDIS_URL, and finishes in-flight requests on SIGTERM', async () => {
+  /** A gateway on free ports in front of the upstream, once it is ready; `env` adds to its settings. */
+  const startReady = async (env: Record<string, string> = {}) => {
     const [port, adminPort] = [await freePort(), await freePort()];
     const run = spawnGateway({
       PORT: String(port),
@@ -78,6 +79,7 @@ describe('gateway process', () => {
       UPSTREAMS: `/=${upstream.url}`,
       RULES_API_URL: api.url,
       RULES_API_TOKEN: READ_TOKEN,
+      ...env,
     });
     children.push(run.child);
     await waitFor(
@@ -85,12 +87,19 @@ describe('gateway process', () => {
       20_000,
       'readiness',
     );
-
-    const logLines = run
+    return { run, port };
+  };
+  /** What a gateway logged so far, one JSON object per line. */
+  const logLinesOf = (run: ReturnType<typeof spawnGateway>) =>
+    run
       .stdout()
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line) as { level: number; msg: string });
+
+  it('logs JSON to stdout, warns loudly without REDIS_URL, and finishes in-flight requests on SIGTERM', async () => {
+    const { run, port } = await startReady();
+    const logLines = logLinesOf(run);
     expect(logLines.some((l) => l.level === 40 && l.msg.includes('REDIS_URL is not set'))).toBe(true);
 
     const inFlight = http(port, '/slow/x?ms=1500');
@@ -111,30 +120,13 @@ describe('gateway process', () => {
     await admin.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-function');
     try {
       const logsWith = async (redisUrl: string) => {
-        const [port, adminPort] = [await freePort(), await freePort()];
-        const run = spawnGateway({
-          PORT: String(port),
-          ADMIN_PORT: String(adminPort),
-          HOST: '127.0.0.1',
-          UPSTREAMS: `/=${upstream.url}`,
-          RULES_API_URL: api.url,
-          RULES_API_TOKEN: READ_TOKEN,
+        const { run } = await startReady({
           REDIS_URL: redisUrl,
           REDIS_KEY_PREFIX: uniqueKeyPrefix('server'),
         });
-        children.push(run.child);
-        await waitFor(
-          async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status === 200,
-          20_000,
-          'readiness',
-        );
         run.child.kill('SIGTERM');
         await run.exit;
-        return run
-          .stdout()
-          .trim()
-          .split('\n')
-          .map((line) => JSON.parse(line) as { level: number; msg: string });
+        return logLinesOf(run);
       };
       const functions = await logsWith('redis://127.0.0.1:6379');
       expect(functions.some((l) => l.level === 30 && l.msg.includes('Redis Function library (FCALL)'))).toBe(

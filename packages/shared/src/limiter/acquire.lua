@@ -425,6 +425,13 @@ end
 -- againRequest's reply, by line (made at its first use, reused: set 1..n+2 before it is read)
 local againLines
 
+-- check c's state as againRequest read it (its reply line: '' for none, never a state)
+local function againStored(c)
+  local stored = againLines[c + 2]
+  if stored == '' then return false end
+  return stored
+end
+
 --[[
 "again" (in a batch): k more acquires exactly like the request before it (the same keys and
 arguments: a hot client's identical requests of one batch), decided one after the other right after
@@ -455,7 +462,7 @@ local function againRequest(keyBase, n, first, last, k)
   -- limit alone admits (a limit's state changes only when a request is admitted, by all of them)
   local admitted = k
   for c = 1, n do
-    local alone, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, k)
+    local alone, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], againStored(c), nowMs, k)
     evX[c], evY[c], evZ[c] = alone, value, ttlMs
     if alone < admitted then admitted = alone end
   end
@@ -464,7 +471,7 @@ local function againRequest(keyBase, n, first, last, k)
       local value, ttlMs = evY[c], evZ[c]
       if evX[c] > admitted then
         local _
-        _, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], stateOf(evAlgorithm[c], KEYS[keyBase + c]), nowMs, admitted)
+        _, value, ttlMs = evAlgorithm[c].again(evSpec[c], evCost[c], againStored(c), nowMs, admitted)
       end
       store(KEYS[keyBase + c], value, ttlMs)
     end
