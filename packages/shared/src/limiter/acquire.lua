@@ -227,8 +227,9 @@ local function write(key, value, ttlMs)
   if ttlMs == 0 then
     redis.call('DEL', key)
   elseif minTtlMs == 0 and ttlMs < 1e14 and ttlMs % 1 == 0 then
-    -- a whole number of ms (every algorithm's usual time to live): Lua writes it exactly by itself
-    redis.call('SET', key, value, 'PX', ttlMs)
+    -- a whole number of ms (every algorithm's usual time to live), as text: Redis would format a Lua
+    -- number with '%.17g' (dear), and the reply's reset is mostly the same number, formatted once
+    redis.call('SET', key, value, 'PX', whole(ttlMs))
   elseif ttlMs >= MAX_WAIT_MS then
     redis.call('SET', key, value) -- matters for "at least MAX_WAIT_MS": never expire it early
   else
@@ -450,7 +451,9 @@ local function againRequest(keyBase, n, first, last, k)
   end
   local i = first
   for c = 1, n do
-    local algorithm, cost, spec = readCheck(i, c, true)
+    -- the request before read these arguments: its shared entry, or its algorithm's kept spec (no
+    -- entry made here: an "again" is the last use of its arguments in most batches)
+    local algorithm, cost, spec = readCheck(i, c, oneAt and oneAt[i] and true)
     if not algorithm then return cost end -- the error reply
     if not algorithm.again then return fail('"again" of a limit whose algorithm cannot repeat (it keeps its own key)') end
     i = i + 2 + algorithm.arity
@@ -488,6 +491,13 @@ was loaded: only what follows runs per call, and the helpers above are not made 
 a script they were, on every call: closures and garbage were a quarter of a lone call's work). As an
 EVALSHA script (Redis 5 and 6) the whole text runs per call and ends in `run(KEYS, ARGV)`.
 ]]
+-- A batch header's numbers by their text, kept across calls: the same few texts ('1', '7', '@1') head
+-- request after request, call after call, and a table lookup costs a fraction of tonumber (false: not
+-- a number; refs: '@<r>' read as r, false for none). Emptied past MAX_HEADER_TEXTS texts, so that odd
+-- headers cannot grow them without bound.
+local MAX_HEADER_TEXTS = 256
+local numbers, refs, headerTexts = {}, {}, 0
+
 local function run(keys, argv)
   KEYS, ARGV = keys, argv
   if not algorithms then setUp() end
@@ -539,9 +549,8 @@ local function run(keys, argv)
     replies, firsts, lasts = {}, {}, {}
   end
   local keyCount, argCount = #KEYS, #ARGV
-  -- a header's numbers by their text: the same few texts ('1', '7', '@1') head request after request,
-  -- and a table lookup costs a fraction of tonumber (false: not a number)
-  local numbers, refs = {}, {}
+  if headerTexts >= MAX_HEADER_TEXTS then numbers, refs, headerTexts = {}, {}, 0 end
+  local numbers, refs = numbers, refs
   local keyBase = 0
   local i = 5
   -- the request before, which an "again" repeats: its operation, keys and arguments
@@ -553,7 +562,7 @@ local function run(keys, argv)
       local k = kText and numbers[kText]
       if k == nil and kText then
         k = tonumber(kText) or false
-        numbers[kText] = k
+        numbers[kText], headerTexts = k, headerTexts + 1
       end
       if not (k and k >= 1 and k == math.floor(k) and lastOperation == 'acquire') then
         return fail('bad header of request ' .. j)
@@ -566,13 +575,13 @@ local function run(keys, argv)
       local n = nText and numbers[nText]
       if n == nil and nText then
         n = tonumber(nText) or false
-        numbers[nText] = n
+        numbers[nText], headerTexts = n, headerTexts + 1
       end
       if not (n and argcText and n >= 0 and keyBase + n <= keyCount) then return fail('bad header of request ' .. j) end
       local r = refs[argcText]
       if r == nil then
         r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
-        refs[argcText] = r
+        refs[argcText], headerTexts = r, headerTexts + 1
       end
       local first, last, nextI
       if r then
@@ -583,7 +592,7 @@ local function run(keys, argv)
         local argc = numbers[argcText]
         if argc == nil then
           argc = tonumber(argcText) or false
-          numbers[argcText] = argc
+          numbers[argcText], headerTexts = argc, headerTexts + 1
         end
         if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
         first, last = i + 3, i + 2 + argc

@@ -142,18 +142,23 @@ ALGORITHMS['sliding-window'] = function()
   -- same operations in the same order as evaluate then charge, k times, one state formatted at the end
   local function again(s, cost, stored, nowMs, k)
     local allowed, si, sc, sp = evaluate(s, cost, stored, nowMs)
-    local windowMs = s.windowMs
-    local admitted = 0
-    while allowed and admitted < k do
+    if not allowed then return 0 end
+    local windowMs, max = s.windowMs, s.max
+    -- the first one charged (written, and read back exactly): the state moves into the window of nowMs
+    local windowIndex, current, previous, elapsedMs = countsAt(si, sc, sp, windowMs, nowMs)
+    si, sc, sp = windowIndex, current + cost, previous
+    -- From here on countsAt at nowMs gives back (si, sc, sp) and this elapsedMs: the window, its
+    -- previous count and the weight stay as they are for the whole run (one clock). So each next one
+    -- is evaluated and charged as evaluate then charge would (estimateOf written out, the same
+    -- operations in the same order), without a Lua call per request.
+    if not (elapsedMs > 0) then elapsedMs = 0 end
+    local weight = 1 - elapsedMs / windowMs
+    if not (weight > 0) then weight = 0 end
+    local admitted = 1
+    while admitted < k and sc + sp * weight + cost <= max do
       admitted = admitted + 1
-      -- charged (written, and read back exactly)
-      local windowIndex, current, previous = countsAt(si, sc, sp, windowMs, nowMs)
-      si, sc, sp = windowIndex, current + cost, previous
-      -- evaluated again, under the limit's own tag now
-      local _, c, p, elapsedMs = countsAt(si, sc, sp, windowMs, nowMs)
-      allowed = estimateOf(c, p, elapsedMs, windowMs) + cost <= s.max
+      sc = sc + cost
     end
-    if admitted == 0 then return 0 end
     local resetMs = untilEmptyMs(si, sc, sp, windowMs, nowMs)
     return admitted, encode(si, sc, sp, s.tag), resetMs
   end

@@ -142,6 +142,7 @@ ALGORITHMS['token-bucket'] = function()
     local allowed, balance, updatedAtMs, b = evaluate(s, cost, stored, nowMs)
     local least = cost
     if 1 < least then least = 1 end -- min(cost, 1)
+    local refill, periodMs, capacity, maxDebt = s.refill, s.periodMs, s.capacity, s.maxDebt
     local admitted = 0
     while allowed and admitted < k do
       admitted = admitted + 1
@@ -151,9 +152,9 @@ ALGORITHMS['token-bucket'] = function()
       -- evaluated again, under the limit's own tag now (evaluate written out)
       local elapsedMs = nowMs - updatedAtMs
       if not (elapsedMs > 0) then elapsedMs = 0 end
-      b = balance + elapsedMs * s.refill / s.periodMs
-      if s.capacity < b then b = s.capacity end
-      allowed = b >= least and b - cost >= -s.maxDebt
+      b = balance + elapsedMs * refill / periodMs
+      if capacity < b then b = capacity end
+      allowed = b >= least and b - cost >= -maxDebt
     end
     if admitted == 0 then return 0 end
     local _, _, state, ttlMs = written(s, balance, updatedAtMs, nowMs)
