@@ -108,7 +108,12 @@ local minTtlMs = 0
 -- written out: -0 equals 0 (a cache would mix them up) but is written "-0".
 -- A whole number below 1e15 (a full bucket's balance after a cost of 1, a window's count) is written
 -- with '%d', the same text at a third of the price.
+-- Small whole numbers (a concurrency limit's slots held, a window's count) come from a table of their
+-- texts, so that they do not take the one-entry memory from the value formatted before them (a
+-- lease's expiry, the same for a whole call).
 local lastFormatted, lastText
+local SMALL_WHOLE = 4096
+local smallWholeTexts = {}
 local function fmt(x)
   if x == 0 then
     if 1 / x < 0 then return '-0' end
@@ -116,6 +121,14 @@ local function fmt(x)
   end
   if x == nowMs then return nowText end
   if x == lastFormatted then return lastText end
+  if x > 0 and x < SMALL_WHOLE and x % 1 == 0 then
+    local text = smallWholeTexts[x]
+    if not text then
+      text = format('%d', x)
+      smallWholeTexts[x] = text
+    end
+    return text
+  end
   lastFormatted = x
   if x % 1 == 0 and x < 1e15 and x > -1e15 then
     lastText = format('%d', x)
@@ -287,8 +300,14 @@ end
 
 -- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
 -- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
+-- a settlement's admittedAtMs by its text, the last one: a batch's give-backs mostly carry the same
+-- (the admissions of one earlier call)
+local lastAdmittedText, lastAdmittedAtMs
+-- settleRequest's replies of a request of several settlements (set 1..n before they are read)
+local settleReplies = {}
+
 local function settleRequest(keyBase, n, i, last, renewing)
-  local reply = {}
+  local reply
   for k = 1, n do
     local algorithm = algorithms[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
@@ -298,8 +317,14 @@ local function settleRequest(keyBase, n, i, last, renewing)
     local spec = algorithm.spec(ARGV, i + 1)
     if not spec then return fail('bad limits of settlement ' .. k) end
     i = i + 1 + algorithm.arity
-    local delta = tonumber(ARGV[i])
-    local admittedAtMs = tonumber(ARGV[i + 1])
+    local delta = ARGV[i]
+    if delta == '0' then delta = 0 else delta = tonumber(delta) end -- a give-back: no strtod
+    local admittedText = ARGV[i + 1]
+    local admittedAtMs = lastAdmittedAtMs
+    if admittedText ~= lastAdmittedText then
+      admittedAtMs = tonumber(admittedText)
+      lastAdmittedText, lastAdmittedAtMs = admittedText, admittedAtMs
+    end
     if not (delta and delta > -math.huge and delta < math.huge
         and admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
       return fail('bad delta or admittedAtMs of settlement ' .. k)
@@ -317,17 +342,20 @@ local function settleRequest(keyBase, n, i, last, renewing)
     if refundMax and delta < 0 then
       refund = function(amount, periodMs) return grantRefund(key, amount, refundMax, periodMs) end
     end
-    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stateOf(algorithm, key), nowMs, minTtlMs, refund)
+    local stored = key -- an algorithm that owns its key reads it itself
+    if not algorithm.ownsKey then stored = stateOf(algorithm, key) end
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund)
     if level == nil then
-      reply[k] = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
+      reply = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
       if value ~= nil then store(key, value, ttlMs) end -- nil: the algorithm wrote its own key
-      reply[k] = fmt(level) .. ' ' .. whole(resetMs)
+      reply = fmt(level) .. ' ' .. whole(resetMs)
     end
+    settleReplies[k] = reply
   end
   if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
-  if n == 1 then return reply[1] end
-  return table.concat(reply, ' ')
+  if n == 1 then return reply end
+  return table.concat(settleReplies, ' ', 1, n)
 end
 
 -- In a batch, requests on the same limits share their arguments ('@<r>': the same ARGV indexes): a

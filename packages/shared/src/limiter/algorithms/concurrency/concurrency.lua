@@ -42,6 +42,8 @@ ALGORITHMS['concurrency'] = function()
   -- lease length this call already made it live for (nil: not known, or the key may be gone), and
   -- key -> true once its expired leases were dropped
   local counted, livesFor, purged
+  -- the last lease expiry formatted, and its text (see charge)
+  local lastExpiresAt, lastExpiresText
   onCallStart(function()
     if pending then
       counted, livesFor, purged = {}, {}, {}
@@ -132,7 +134,10 @@ ALGORITHMS['concurrency'] = function()
     -- charged (written here): level, resetMs
     charge = function(s, _cost, nowMs, minTtlMs, held, key)
       local expiresAt = nowMs + s.leaseMs
-      local added = redis.call('ZADD', key, fmt(expiresAt), s.leaseId)
+      -- its text from memory: a call's takes of one lease length expire alike (one clock), and fmt's
+      -- own memory holds the level formatted in between
+      if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
+      local added = redis.call('ZADD', key, lastExpiresText, s.leaseId)
       if counted then
         -- a new member is one more live lease, unless its expiry rounds to now (a clock near 2^53 ms);
         -- an id already there may have been an expired one: count again
