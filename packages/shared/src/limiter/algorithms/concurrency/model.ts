@@ -3,7 +3,7 @@
  * in pure TypeScript with the clock passed in. `concurrency.lua` is its twin (a sorted set of lease ids
  * scored by expiry); the differential test checks that they agree.
  *
- * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (the taking gateway's
+ * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later, rounded up to a whole ms (the taking gateway's
  * UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
  * `leaseMs` from the renewal); the end of the exchange removes it (`settle`). A lease whose expiry has
  * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
@@ -89,7 +89,7 @@ export function evaluateSlots(
       if (!allowed) throw new LimitArgumentError('charge() of a request this concurrency limit denies');
       if (leaseId === undefined || leaseId === '')
         throw new LimitArgumentError('a concurrency check needs a leaseId');
-      leases.set(leaseId, nowMs + spec.leaseMs);
+      leases.set(leaseId, leaseExpiryMs(nowMs, spec.leaseMs));
       return {
         verdict: { allowed, level: leases.size, retryAfterMs: 0, resetMs: 0 },
         state: { leases },
@@ -97,6 +97,15 @@ export function evaluateSlots(
       };
     },
   };
+}
+
+/**
+ * When a lease taken or renewed at `nowMs` expires: `leaseMs` later, rounded up to a whole ms (never
+ * earlier). Redis keeps a whole score as an integer; a fraction cost it a parse of every member's
+ * score at each insert into the set (issue 16).
+ */
+export function leaseExpiryMs(nowMs: number, leaseMs: number): number {
+  return Math.ceil(nowMs + leaseMs);
 }
 
 /**
@@ -127,7 +136,7 @@ export function renewSlot(state: unknown, settlement: Settlement, nowMs: number)
   const leases = liveLeases(state, nowMs);
   const leaseId = settlement.leaseId;
   if (leaseId !== undefined && leases.has(leaseId) && settlement.spec.algorithm === 'concurrency') {
-    leases.set(leaseId, nowMs + settlement.spec.leaseMs);
+    leases.set(leaseId, leaseExpiryMs(nowMs, settlement.spec.leaseMs));
   }
   return {
     level: leases.size,
