@@ -23,20 +23,30 @@ ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
   leaseMs    how long the slot is held at most (the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); > 0
   leaseId    the slot's id, unique per request
 
-acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs, rounded up to a
-whole ms). Level = slots held
+acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs, rounded down to a
+whole ms: expiryOf). Level = slots held
 after the decision; a denial waits 1000 ms (docs/lifecycle.md: Retry-After: 1); resetMs is 0.
 settle (ARGV after the 3 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
 batch's count): ZREM leaseId. Level 0:
 a give-back does not count what is left (it would cost a command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
-now + leaseMs, rounded up (ZADD XX); an expired one is not taken again (its slot may be another request's now).
+now + leaseMs, rounded down (ZADD XX); an expired one is not taken again (its slot may be another request's now).
 Level = live slots held, resetMs 0.
 ]]
 ALGORITHMS['concurrency'] = function()
   -- numbers read so far (see MAX_SPECS_KEPT), by the max's text (see spec)
   local numbers, numbersKept = {}, 0
-  local ceil = math.ceil
+  local floor = math.floor
+
+  -- A lease's expiry: now + leaseMs at a whole ms, rounded down (the ms its key's PEXPIRE ends at too),
+  -- unless that is not after now (a lease shorter than 1 ms). Redis keeps a whole score as an integer,
+  -- where a fraction cost it a strtod of every member's score at each insert and a '%.17g' per write.
+  -- Twin: leaseExpiryMs (model.ts).
+  local function expiryOf(nowMs, leaseMs)
+    local at = floor(nowMs + leaseMs)
+    if at > nowMs then return at end
+    return nowMs + leaseMs
+  end
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
 
@@ -135,9 +145,7 @@ ALGORITHMS['concurrency'] = function()
 
     -- charged (written here): level, resetMs
     charge = function(s, _cost, nowMs, minTtlMs, held, key)
-      -- a whole ms (rounded up: never before now + leaseMs): Redis keeps a whole score as an integer,
-      -- where a fraction costs it a strtod per member at every insert and a '%.17g' per write
-      local expiresAt = ceil(nowMs + s.leaseMs)
+      local expiresAt = expiryOf(nowMs, s.leaseMs)
       -- its text from memory: a call's takes of one lease length expire alike (one clock), and fmt's
       -- own memory holds the level formatted in between
       if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
@@ -174,7 +182,7 @@ ALGORITHMS['concurrency'] = function()
     renew = function(s, _delta, _admittedAtMs, key, nowMs, minTtlMs)
       local expiresAt = redis.call('ZSCORE', key, s.leaseId)
       if expiresAt and tonumber(expiresAt) > nowMs then
-        redis.call('ZADD', key, 'XX', fmt(ceil(nowMs + s.leaseMs)), s.leaseId)
+        redis.call('ZADD', key, 'XX', fmt(expiryOf(nowMs, s.leaseMs)), s.leaseId)
         expireWithLease(key, s.leaseMs, minTtlMs, false)
       end
       return live(key, nowMs), 0

@@ -3,7 +3,7 @@
  * in pure TypeScript with the clock passed in. `concurrency.lua` is its twin (a sorted set of lease ids
  * scored by expiry); the differential test checks that they agree.
  *
- * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later, rounded up to a whole ms (the taking gateway's
+ * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (at a whole ms: `leaseExpiryMs`; the taking gateway's
  * UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
  * `leaseMs` from the renewal); the end of the exchange removes it (`settle`). A lease whose expiry has
  * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
@@ -100,12 +100,14 @@ export function evaluateSlots(
 }
 
 /**
- * When a lease taken or renewed at `nowMs` expires: `leaseMs` later, rounded up to a whole ms (never
- * earlier). Redis keeps a whole score as an integer; a fraction cost it a parse of every member's
- * score at each insert into the set (issue 16).
+ * When a lease taken or renewed at `nowMs` expires: `leaseMs` later at a whole ms, rounded down (the ms
+ * its Redis key's expiry ends at too), unless that is not after `nowMs` (a lease shorter than 1 ms).
+ * Redis keeps a whole score as an integer; a fraction cost it a parse of every member's score at each
+ * insert into the set (issue 16). Twin: `expiryOf` in concurrency.lua.
  */
 export function leaseExpiryMs(nowMs: number, leaseMs: number): number {
-  return Math.ceil(nowMs + leaseMs);
+  const atMs = Math.floor(nowMs + leaseMs);
+  return atMs > nowMs ? atMs : nowMs + leaseMs;
 }
 
 /**
