@@ -298,14 +298,14 @@ local function grantRefund(key, amount, refundMax, periodMs)
   return granted
 end
 
--- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
--- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
 -- a settlement's admittedAtMs by its text, the last one: a batch's give-backs mostly carry the same
 -- (the admissions of one earlier call)
 local lastAdmittedText, lastAdmittedAtMs
 -- settleRequest's replies of a request of several settlements (set 1..n before they are read)
 local settleReplies = {}
 
+-- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
+-- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
 local function settleRequest(keyBase, n, i, last, renewing)
   local reply
   for k = 1, n do

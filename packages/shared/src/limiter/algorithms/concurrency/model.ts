@@ -3,8 +3,8 @@
  * in pure TypeScript with the clock passed in. `concurrency.lua` is its twin (a sorted set of lease ids
  * scored by expiry); the differential test checks that they agree.
  *
- * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (at a whole ms: `leaseExpiryMs`; the taking gateway's
- * UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
+ * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (at a whole ms:
+ * `leaseExpiryMs`; the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
  * `leaseMs` from the renewal); the end of the exchange removes it (`settle`). A lease whose expiry has
  * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
  * killed mid-request come back by themselves, never later than their expiry.
