@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACQUIRE_FUNCTION } from './acquire-script.js';
 import {
   type LimitCheck,
   limitKey,
@@ -684,30 +685,70 @@ describe("a batch's shared arguments", () => {
   });
 });
 
+describe("the library's header numbers, kept from call to call", () => {
+  let server: ChildProcess | undefined;
+  let own: Redis;
+  let store: RedisStore;
+
+  // a Redis of this test's own: its Lua memory is this test's alone
+  beforeAll(async () => {
+    const port = await freePort();
+    server = await startOwnRedis(port);
+    store = new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 5_000 });
+    own = new Redis({ port });
+    await store.ready();
+  });
+  afterAll(async () => {
+    await store.close();
+    own.disconnect();
+    if (server && server.exitCode === null) server.kill('SIGKILL');
+  });
+
+  const functionsMemory = async () =>
+    Number(/used_memory_vm_functions:(\d+)/.exec(await own.info('memory'))?.[1] ?? Number.NaN);
+
+  it('are forgotten past 256 texts: odd headers cannot grow them without bound, and decide alike', async () => {
+    expect(store.scriptMode).toBe('function');
+    const key = `${PREFIX}${limitKey('', 'headers', '', 'c')}`;
+    const bucket = ['token-bucket', '1', '1000000', '1', '1000', '0', 'T1000000/1/1000'];
+    // "again" counts of 1 to 9 written 20,000 ways ('007', '7 ', ...: tonumber reads them all)
+    const texts = Array.from({ length: 20_000 }, (_, i) => {
+      const k = (i % 9) + 1;
+      return { k, text: `${'0'.repeat(Math.floor(i / 9) % 150)}${k}${' '.repeat(Math.floor(i / 1_350))}` };
+    });
+    expect(new Set(texts.map(({ text }) => text)).size).toBe(texts.length);
+    const call = (text: string) =>
+      own.fcall(
+        ACQUIRE_FUNCTION,
+        1,
+        key,
+        'batch-repeats',
+        '',
+        '',
+        '2',
+        ...['acquire', '1', String(bucket.length), ...bucket],
+        ...['again', text],
+      ) as Promise<string[]>;
+    await call('1');
+    const before = await functionsMemory();
+    for (let at = 0; at < texts.length; at += 1_000) {
+      const chunk = texts.slice(at, at + 1_000);
+      const replies = await Promise.all(chunk.map(({ text }) => call(text)));
+      // the "again" admitted its k requests, each text read as its number
+      expect(replies.map((reply) => Number(reply[1]!.split('\n')[0]))).toEqual(chunk.map(({ k }) => k));
+    }
+    // kept, 20,000 texts of up to 165 bytes would hold megabytes of the library's Lua memory
+    expect((await functionsMemory()) - before).toBeLessThan(1_000_000);
+  });
+});
+
 describe('a failed batch', () => {
   let server: ChildProcess | undefined;
   let port = 0;
 
   beforeAll(async () => {
     port = await freePort();
-    server = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      {
-        stdio: 'ignore',
-      },
-    );
-    const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-    probe.on('error', () => {});
-    for (let i = 0; i < 100; i++) {
-      try {
-        if (probe.status === 'wait') await probe.connect();
-        if ((await probe.ping()) === 'PONG') break;
-      } catch {
-        await sleep(50);
-      }
-    }
-    probe.disconnect();
+    server = await startOwnRedis(port);
   });
   afterAll(() => {
     if (server && server.exitCode === null) server.kill('SIGKILL');
@@ -768,6 +809,27 @@ describe('a failed batch', () => {
     }
   });
 });
+
+/** A redis-server of a test's own on `port`, once it answers. */
+async function startOwnRedis(port: number): Promise<ChildProcess> {
+  const server = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
+  probe.on('error', () => {});
+  for (let i = 0; i < 100; i++) {
+    try {
+      if (probe.status === 'wait') await probe.connect();
+      if ((await probe.ping()) === 'PONG') break;
+    } catch {
+      await sleep(50);
+    }
+  }
+  probe.disconnect();
+  return server;
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -90,6 +90,46 @@ describe('RedisStore on the Redis clock', () => {
     expect(await only(store.acquire(req))).toMatchObject({ allowed: true, level: 0 });
   });
 
+  it("gives each key written in one batch its own decision's reset as time to live", async () => {
+    // one turn: four buckets whose resets differ by seconds, a hot client's three requests (a
+    // pending state, written once at the batch's end), and a request of two limits
+    const periods = [10_000, 20_000, 30_000, 40_000];
+    const lone = periods.map((periodMs, i) =>
+      request(`ttl-${i}`, { capacity: 10, refill: 10, periodMs, maxDebt: 0 }, 3),
+    );
+    const hot = request('ttl-hot', { capacity: 10, refill: 10, periodMs: 50_000, maxDebt: 0 }, 1);
+    const pair: LimitCheck[] = [
+      ...request('ttl-pair', { capacity: 10, refill: 10, periodMs: 60_000, maxDebt: 0 }, 2),
+      {
+        key: limitKey('', 'rule-1', 'second', 'ttl-pair'),
+        spec: { algorithm: 'token-bucket', capacity: 10, refill: 10, periodMs: 70_000, maxDebt: 0 },
+        cost: 4,
+      },
+    ];
+    const before = store.scriptCalls;
+    const decisions = await Promise.all([
+      ...lone.map((req) => store.acquire(req)),
+      ...[1, 2, 3].map(() => store.acquire(hot)),
+      store.acquire(pair),
+    ]);
+    expect(store.scriptCalls - before).toBe(1);
+    const written = [
+      ...lone.map((req, i) => ({ key: keyOf(req), resetMs: decisions[i]!.limits[0]!.resetMs })),
+      { key: keyOf(hot), resetMs: decisions[6]!.limits[0]!.resetMs },
+      { key: pair[0]!.key, resetMs: decisions[7]!.limits[0]!.resetMs },
+      { key: pair[1]!.key, resetMs: decisions[7]!.limits[1]!.resetMs },
+    ];
+    // 3 of 10 tokens back at 10 per period: 3, 6, 9 and 12 s; the hot client's 3 of 50 s: 15 s
+    expect(written.map(({ resetMs }) => resetMs)).toEqual([
+      3_000, 6_000, 9_000, 12_000, 15_000, 12_000, 28_000,
+    ]);
+    for (const { key, resetMs } of written) {
+      const ttl = await admin.pttl(PREFIX + key);
+      expect(ttl, key).toBeLessThanOrEqual(resetMs);
+      expect(ttl, key).toBeGreaterThan(resetMs - 1_000);
+    }
+  });
+
   it('calls its Redis Function: loaded once, then one FCALL per request, whatever its number of limits', async () => {
     const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000 });
     const monitor = await admin.monitor();
