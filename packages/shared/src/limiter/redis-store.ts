@@ -21,6 +21,7 @@ import {
   type ClusterSeeds,
   connectedSocketOf,
   createRedisClient,
+  fcall,
   isClusterSeeds,
   type RedisClient,
   type RedisClientOptions,
@@ -287,7 +288,7 @@ export class RedisStore implements Store {
   #send(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     this.#scriptCalls++;
     if (this.#library?.mode !== 'function') return this.#evalsha(numberOfKeys, keysAndArgs);
-    return this.client.fcall(ACQUIRE_FUNCTION, numberOfKeys, ...keysAndArgs).then(undefined, (error) => {
+    return fcall(this.client, ACQUIRE_FUNCTION, numberOfKeys, keysAndArgs).then(undefined, (error) => {
       if (!isFunctionMissing(error)) throw toStoreError(error);
       // the node lost the library (nothing ran): this call by EVALSHA, and the library loaded again
       this.#library?.lost();
