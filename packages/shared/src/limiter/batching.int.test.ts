@@ -4,9 +4,8 @@
  * decisions, the same settlements and the same stored state; the batch cap; a failed batch fails every
  * one of its callers; a request with bad arguments fails alone.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
@@ -24,6 +23,7 @@ import { RedisStore } from './redis-store.js';
 import { StoreError } from './store.js';
 import { specArb, specCostArb, specStepMsArb, startMsArb } from './test-arbitraries.js';
 import { SimulatedClock } from './test-clock.js';
+import { freePort, startOwnRedis } from './test-redis.js';
 import { SIMULATION_TTL_MS, sameDecision } from './test-reference.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -809,35 +809,3 @@ describe('a failed batch', () => {
     }
   });
 });
-
-/** A redis-server of a test's own on `port`, once it answers. */
-async function startOwnRedis(port: number): Promise<ChildProcess> {
-  const server = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-  probe.on('error', () => {});
-  for (let i = 0; i < 100; i++) {
-    try {
-      if (probe.status === 'wait') await probe.connect();
-      if ((await probe.ping()) === 'PONG') break;
-    } catch {
-      await sleep(50);
-    }
-  }
-  probe.disconnect();
-  return server;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}

@@ -2,9 +2,8 @@
  * RedisStore against a real Redis (127.0.0.1:6379), plus a Redis of this file's own (spawned on a
  * free port) for the tests that pause or kill it. Every key lives under this file's own prefix.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import type { BucketLimits } from './algorithms/token-bucket/model.js';
 import { type LimitCheck, limitKey } from './limits.js';
 import { RedisStore } from './redis-store.js';
 import { StoreError } from './store.js';
+import { freePort, startOwnRedis } from './test-redis.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const PREFIX = `test:limiter-redis:${randomUUID()}:`;
@@ -317,24 +317,7 @@ describe('RedisStore when Redis is away', () => {
     let port = 0;
 
     const startRedis = async (...options: string[]) => {
-      server = spawn(
-        'redis-server',
-        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...options],
-        {
-          stdio: 'ignore',
-        },
-      );
-      const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-      probe.on('error', () => {});
-      for (let i = 0; i < 100; i++) {
-        try {
-          if (probe.status === 'wait') await probe.connect();
-          if ((await probe.ping()) === 'PONG') break;
-        } catch {
-          await sleep(50);
-        }
-      }
-      probe.disconnect();
+      server = await startOwnRedis(port, ...options);
     };
     const stopRedis = async () => {
       const child = server;
@@ -448,14 +431,3 @@ describe('RedisStore when Redis is away', () => {
     });
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}

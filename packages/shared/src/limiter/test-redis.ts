@@ -1,5 +1,11 @@
-/** Test helper: a RedisStore and an admin client on the real Redis, under a key prefix of the caller's own. */
+/**
+ * Test helpers: a RedisStore and an admin client on the real Redis, under a key prefix of the caller's
+ * own; a redis-server of a test's own, on a free port.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisStore } from './redis-store.js';
 import { SimulatedClock } from './test-clock.js';
@@ -58,4 +64,37 @@ export async function openTestRedis(name: string): Promise<TestRedis> {
       await admin.quit();
     },
   };
+}
+
+/** A redis-server of a test's own on `port` (with `options` on its command line), once it answers. */
+export async function startOwnRedis(port: number, ...options: string[]): Promise<ChildProcess> {
+  const server = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...options],
+    { stdio: 'ignore' },
+  );
+  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
+  probe.on('error', () => {});
+  for (let i = 0; i < 100; i++) {
+    try {
+      if (probe.status === 'wait') await probe.connect();
+      if ((await probe.ping()) === 'PONG') break;
+    } catch {
+      await sleep(50);
+    }
+  }
+  probe.disconnect();
+  return server;
+}
+
+/** A TCP port nothing listens on now, on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
 }
