@@ -10,6 +10,7 @@
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist decides with that build too, in the
 // same rounds (its own key prefix on the same Redis): a before/after in one run.
 import { Session } from 'node:inspector/promises';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import type { RequestFacts, Rule, RuleInput } from '../packages/shared/src/index.js';
 import * as shared from '../packages/shared/src/index.js';
@@ -175,16 +176,35 @@ interface SampledNode {
   children: SampledNode[];
 }
 
-const samples = new Map<string, { us: number; bytes: number }[]>();
+// Young-generation collection time: a gateway whose dead objects stay reachable from old space pays
+// it on every scavenge (docs/benchmarks.md, the batching channel's Map churn), which CPU per decision
+// shows only as noise
+let scavengeMs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const { detail } = entry as { detail?: { kind?: number } };
+    if (detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) {
+      scavengeMs += entry.duration;
+    }
+  }
+}).observe({ entryTypes: ['gc'] });
+/** Lets the observer's entries of what just ran arrive (they are delivered on a later turn). */
+const gcEntriesIn = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+const samples = new Map<string, { us: number; bytes: number; scavengeUs: number }[]>();
 for (const scenario of scenarios) await drive(scenario, 20_000); // warm-up
 for (let round = 0; round < ROUNDS; round++) {
   for (const scenario of scenarios) {
+    await gcEntriesIn();
+    const scavengedBefore = scavengeMs;
     const before = process.cpuUsage();
     await drive(scenario, DECISIONS);
     const used = process.cpuUsage(before);
+    await gcEntriesIn();
+    const scavengeUs = ((scavengeMs - scavengedBefore) * 1000) / DECISIONS;
     const bytes = await allocatedBytes(() => drive(scenario, DECISIONS / 4));
     const list = samples.get(scenario.name) ?? [];
-    list.push({ us: (used.user + used.system) / DECISIONS, bytes: bytes / (DECISIONS / 4) });
+    list.push({ us: (used.user + used.system) / DECISIONS, bytes: bytes / (DECISIONS / 4), scavengeUs });
     samples.set(scenario.name, list);
   }
 }
@@ -196,12 +216,12 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 console.log(
   `${DECISIONS} decisions per scenario and round (${CONCURRENCY} in flight, ${CLIENTS} clients), ${ROUNDS} rounds, medians; this process's CPU (Redis's own: ${redisCpuMs} ms in all)\n`,
 );
-console.log('| store | build | CPU µs / decision | bytes allocated / decision |');
-console.log('| --- | --- | ---: | ---: |');
+console.log('| store | build | CPU µs / decision | bytes allocated / decision | scavenge µs / decision |');
+console.log('| --- | --- | ---: | ---: | ---: |');
 for (const [name, list] of samples) {
   const [store, label] = name.split('\t');
   console.log(
-    `| ${store} | ${label} | ${median(list.map((s) => s.us)).toFixed(2)} | ${median(list.map((s) => s.bytes)).toFixed(0)} |`,
+    `| ${store} | ${label} | ${median(list.map((s) => s.us)).toFixed(2)} | ${median(list.map((s) => s.bytes)).toFixed(0)} | ${median(list.map((s) => s.scavengeUs)).toFixed(2)} |`,
   );
 }
 process.exit(0);
