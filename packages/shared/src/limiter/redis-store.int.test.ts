@@ -274,6 +274,26 @@ describe('RedisStore on the Redis clock', () => {
     expect(await writesFor(false, 'one-by-one')).toBeGreaterThan(1);
   });
 
+  it("keeps a given client's own keyPrefix, by FCALL as by EVALSHA: both decide on the same key", async () => {
+    const client = new Redis(REDIS_URL, { keyPrefix: 'client-prefix:' });
+    const byFunction = new RedisStore(client, { keyPrefix: PREFIX });
+    const byScript = new RedisStore(client, { keyPrefix: PREFIX, functions: false });
+    try {
+      await Promise.all([byFunction.ready(), byScript.ready()]);
+      expect(byFunction.scriptMode).toBe('function');
+      const req = request('client-prefix', spec, 3);
+      expect((await byFunction.acquire(req)).limits[0]!.level).toBe(7);
+      expect((await byScript.acquire(req)).limits[0]!.level).toBeLessThan(5);
+      expect(await admin.exists(`client-prefix:${PREFIX}${keyOf(req)}`)).toBe(1);
+      expect(await admin.exists(PREFIX + keyOf(req))).toBe(0);
+    } finally {
+      await byFunction.close();
+      await byScript.close();
+      await admin.del(`client-prefix:${PREFIX}${keyOf(request('client-prefix', spec, 3))}`);
+      await client.quit();
+    }
+  });
+
   it('registers the script once on a client it is given, and leaves that client open on close', async () => {
     const client = new Redis(REDIS_URL);
     const defineCommand = client.defineCommand.bind(client);
