@@ -27,8 +27,8 @@ acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + lease
 whole ms: expiryOf). Level = slots held after the decision; a denial waits 1000 ms (docs/lifecycle.md:
 Retry-After: 1); resetMs is 0.
 settle (ARGV after the 3 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
-batch's count): ZREM leaseId. Level 0:
-a give-back does not count what is left (it would cost a command per request; nothing reads it).
+batch's count): ZREM leaseId. Level 0: a give-back does not count what is left (it would cost a
+command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
 now + leaseMs, rounded down (ZADD XX); an expired one is not taken again (its slot may be another
 request's now). Level = live slots held, resetMs 0.

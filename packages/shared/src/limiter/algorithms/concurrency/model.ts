@@ -3,11 +3,12 @@
  * in pure TypeScript with the clock passed in. `concurrency.lua` is its twin (a sorted set of lease ids
  * scored by expiry); the differential test checks that they agree.
  *
- * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (at a whole ms:
- * `leaseExpiryMs`; the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway renews it (`settle` with `renew`:
- * `leaseMs` from the renewal); the end of the exchange removes it (`settle`). A lease whose expiry has
- * come (`expiresAtMs <= now`) no longer counts and is purged on every touch, so slots of a gateway
- * killed mid-request come back by themselves, never later than their expiry.
+ * A slot is a lease: admission adds `leaseId` expiring `leaseMs` later (at a whole ms: `leaseExpiryMs`;
+ * `leaseMs` is the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); while the exchange runs, the gateway
+ * renews it (`settle` with `renew`: `leaseMs` from the renewal); the end of the exchange removes it
+ * (`settle`). A lease whose expiry has come (`expiresAtMs <= now`) no longer counts and is purged on
+ * every touch, so slots of a gateway killed mid-request come back by themselves, never later than their
+ * expiry.
  *
  * A request takes exactly one slot (its cost is always 1). Admitted iff fewer than `max` slots are held.
  * A denial says `Retry-After: 1` (a slot may come back any moment: nothing to compute); `t` is 0.
