@@ -23,6 +23,10 @@ ARGV[5..] "acquire", per check k, in order: algorithm name, cost (> 0), then the
           settlement is a refund: then the most refunds give back to this key per its period, see
           grantRefund)
           "renew", exactly as "settle"; only algorithms with a `renew` (concurrency) take it
+          then, after the last check's (or settlement's) values, the request's ids: one per check of
+          an algorithm that `takesId` (a concurrency slot's lease id, unique per request), in check
+          order. They stand apart from the limits' values so that requests on the same limits share
+          those (a batch's '@<r>', below) and each sends only its ids.
 Numbers arrive as decimal strings that round-trip exactly (JavaScript `String(x)`).
 
 "acquire", all or nothing: Redis TIME is read once; every check is evaluated against its state; if
@@ -47,8 +51,10 @@ cost (issue 16). The waits are whole ms no larger than 1e15, written with '%d'.
 "batch" (RedisStore's batching: the requests bound for one node in one event-loop turn): ARGV[4] is
 m, the number of requests; then, per request j in arrival order: its operation ("acquire" or
 "settle"), n_j its number of keys, argc_j its number of arguments, then those argc_j arguments exactly
-as ARGV[5..] of a single call; or, instead of argc_j and the arguments, "@<r>": the same arguments as
-request r < j of this batch (requests on the same limits: sent once, read where they are); or, for
+as ARGV[5..] of a single call (its ids last); or, instead of argc_j and the arguments, "@<r>": the
+same limits' values as request r < j of this batch (requests on the same limits: sent once, read where
+they are), then this request's own ids, as many as request r has (a request whose own arguments were
+bad has no count: a reference to it fails the whole call); or, for
 the whole header, "again" and k: k more acquires exactly like the request before (its keys and
 arguments, none of their own), replied to together (see againRequest). KEYS are every request's
 keys, request after request. Each request is
@@ -70,13 +76,15 @@ one on every call cost more than a decision). What the factory returns:
   arity     how many ARGV values one check's limit takes, after its name and cost
   ownsKey   true: the algorithm reads and writes its key itself (its "stored" is the key); otherwise
             the script GETs the string state and SETs (or DELs) what charge/settle return
+  takesId   true: each check of it carries an id of its request (the request's ids, see ARGV above),
+            given to charge, settle and renew as their last argument (`id`)
   spec(argv, i)   the limit read from argv[i .. i + arity - 1]; nil when they are bad
   evaluate(spec, cost, stored, nowMs) -> allowed, x, y, z
             this limit alone would admit; x, y, z: what hold and charge need (plain values: no table
             or closure per check, issue 16)
   hold(spec, cost, nowMs, allowed, x, y, z) -> allowed, level, retryAfterMs, resetMs (nothing written)
-  charge(spec, cost, nowMs, minTtlMs, x, y, z) -> level, resetMs, value, ttlMs (value nil: written itself)
-  settle(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund) -> level, resetMs, value, ttlMs
+  charge(spec, cost, nowMs, minTtlMs, x, y, z, id) -> level, resetMs, value, ttlMs (value nil: written itself)
+  settle(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund, id) -> level, resetMs, value, ttlMs
             (level nil: the settlement is dropped); renew, where slots can be renewed, the same
   again(spec, cost, stored, nowMs, k) -> admitted, value, ttlMs   (every algorithm but an ownsKey one)
             of k requests in a row, how many this limit alone admits (the first ones) and the state
@@ -304,10 +312,41 @@ local lastAdmittedText, lastAdmittedAtMs
 -- settleRequest's replies of a request of several settlements (set 1..n before they are read)
 local settleReplies = {}
 
+-- Where the request just read ended its limits' values (the index after the last one): set by
+-- acquireOne, acquireRequest and settleRequest once the values are read, for the batch loop to find
+-- the request's ids (after them) and to count them for a later '@<r>'; nil when they were bad.
+local argsEnd
+
+-- The request's ids: ARGV[idAt ..] when the batch header says where (a '@<r>' request: its limits'
+-- values are exactly ARGV[i .. last]), otherwise right after its values, filling ARGV up to last.
+-- `e`: the index after its values, `ids`: how many its checks take. Returns where its ids start, or
+-- nil when the arguments do not end where they should.
+local function idsStart(e, last, idAt, ids)
+  if idAt then
+    if e ~= last + 1 then return nil end
+    return idAt
+  end
+  if e + ids ~= last + 1 then return nil end
+  return e
+end
+
 -- One request's settlements (or, `renewing`, renewals): KEYS[keyBase + 1 .. keyBase + n], their
--- arguments from ARGV[i] up to ARGV[last]. Returns the reply, or an error reply.
-local function settleRequest(keyBase, n, i, last, renewing)
+-- arguments from ARGV[i] up to ARGV[last], their ids at idAt (see idsStart). Returns the reply, or an
+-- error reply.
+local function settleRequest(keyBase, n, i, last, renewing, idAt)
   local reply
+  -- where the values end and how many ids follow, from the algorithms' names (the settlements are
+  -- applied one by one as they are read, each with its id)
+  local e, ids = i, 0
+  for _ = 1, n do
+    local algorithm = algorithms[ARGV[e]]
+    if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[e])) end
+    if algorithm.takesId then ids = ids + 1 end
+    e = e + 4 + algorithm.arity
+  end
+  idAt = idsStart(e, last, idAt, ids)
+  if not idAt then return fail('unexpected arguments after the last settlement') end
+  argsEnd = e
   for k = 1, n do
     local algorithm = algorithms[ARGV[i]]
     if not algorithm then return fail('unknown algorithm ' .. tostring(ARGV[i])) end
@@ -344,7 +383,13 @@ local function settleRequest(keyBase, n, i, last, renewing)
     end
     local stored = key -- an algorithm that owns its key reads it itself
     if not algorithm.ownsKey then stored = stateOf(algorithm, key) end
-    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund)
+    local id = nil
+    if algorithm.takesId then
+      id = ARGV[idAt]
+      idAt = idAt + 1
+      if not id or id == '' then return fail('no id of settlement ' .. k) end
+    end
+    local level, resetMs, value, ttlMs = step(spec, delta, admittedAtMs, stored, nowMs, minTtlMs, refund, id)
     if level == nil then
       reply = '0 -1' -- dropped: the state was written under another version of the limit (state-tag.ts)
     else
@@ -353,7 +398,6 @@ local function settleRequest(keyBase, n, i, last, renewing)
     end
     settleReplies[k] = reply
   end
-  if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
   if n == 1 then return reply end
   return table.concat(settleReplies, ' ', 1, n)
 end
@@ -383,11 +427,22 @@ local function readCheck(i, k, shared)
 end
 
 -- A request of one check (most are): evaluated, then charged or held at once. `shared`: its
--- arguments are an earlier request's of this batch.
-local function acquireOne(key, i, last, shared)
+-- arguments are an earlier request's of this batch; its id (if its algorithm takes one) at idAt (see
+-- idsStart).
+local function acquireOne(key, i, last, shared, idAt)
   local algorithm, cost, spec = readCheck(i, 1, shared)
   if not algorithm then return cost end -- the error reply
-  if i + 2 + algorithm.arity ~= last + 1 then return fail('unexpected arguments after the last check') end
+  local e = i + 2 + algorithm.arity
+  local id = nil
+  if algorithm.takesId then
+    idAt = idsStart(e, last, idAt, 1)
+    if not idAt then return fail('unexpected arguments after the last check') end
+    id = ARGV[idAt]
+    if not id or id == '' then return fail('no id of check 1') end
+  elseif e ~= last + 1 then
+    return fail('unexpected arguments after the last check')
+  end
+  argsEnd = e
   -- stateOf and store written out: most decisions take this path, and a Lua call costs Redis about 500
   -- instructions (4 % of a hot decision for the two)
   local stored = key
@@ -397,7 +452,7 @@ local function acquireOne(key, i, last, shared)
   end
   local allowed, x, y, z = algorithm.evaluate(spec, cost, stored, nowMs)
   if allowed then
-    local level, resetMs, value, ttlMs = algorithm.charge(spec, cost, nowMs, minTtlMs, x, y, z)
+    local level, resetMs, value, ttlMs = algorithm.charge(spec, cost, nowMs, minTtlMs, x, y, z, id)
     if value ~= nil then -- nil: the algorithm wrote its own key
       if not pending then
         write(key, value, ttlMs)
@@ -420,26 +475,38 @@ local evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply
 -- One request's checks, all or nothing: KEYS[keyBase + 1 .. keyBase + n], their arguments from
 -- ARGV[i] up to ARGV[last]. Every check is evaluated before anything is written. Returns the reply,
 -- or an error reply (then nothing was written).
-local function acquireRequest(keyBase, n, i, last, shared)
-  if n == 1 then return acquireOne(KEYS[keyBase + 1], i, last, shared) end
+local function acquireRequest(keyBase, n, i, last, shared, idAt)
+  if n == 1 then return acquireOne(KEYS[keyBase + 1], i, last, shared, idAt) end
   if not evAlgorithm then
     evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply = {}, {}, {}, {}, {}, {}, {}, {}
   end
   local allAllowed = true
+  local ids = 0
   for k = 1, n do
     local algorithm, cost, spec = readCheck(i, k, shared)
     if not algorithm then return cost end -- the error reply
     i = i + 2 + algorithm.arity
+    if algorithm.takesId then ids = ids + 1 end
     local allowed, x, y, z = algorithm.evaluate(spec, cost, stateOf(algorithm, KEYS[keyBase + k]), nowMs)
     evAlgorithm[k], evSpec[k], evCost[k], evAllowed[k], evX[k], evY[k], evZ[k] = algorithm, spec, cost, allowed, x, y, z
     if not allowed then allAllowed = false end
   end
-  if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+  idAt = idsStart(i, last, idAt, ids)
+  if not idAt then return fail('unexpected arguments after the last check') end
+  for k = idAt, idAt + ids - 1 do
+    if ARGV[k] == '' then return fail('no id of check ' .. k - idAt + 1) end
+  end
+  argsEnd = i
 
   local reply = evReply
   for k = 1, n do
     if allAllowed then
-      local level, resetMs, value, ttlMs = evAlgorithm[k].charge(evSpec[k], evCost[k], nowMs, minTtlMs, evX[k], evY[k], evZ[k])
+      local id = nil
+      if evAlgorithm[k].takesId then
+        id = ARGV[idAt]
+        idAt = idAt + 1
+      end
+      local level, resetMs, value, ttlMs = evAlgorithm[k].charge(evSpec[k], evCost[k], nowMs, minTtlMs, evX[k], evY[k], evZ[k], id)
       if value ~= nil then store(KEYS[keyBase + k], value, ttlMs) end -- nil: the algorithm wrote its own key
       reply[k] = '1 ' .. fmt(level) .. ' 0 ' .. whole(resetMs)
     else
@@ -576,6 +643,8 @@ local function run(keys, argv)
   else
     replies, firsts, lasts = {}, {}, {}
   end
+  -- by request, how many ids it sent, where it sent any (made at the first: most batches have none)
+  local idCounts
   local keyCount, argCount = #KEYS, #ARGV
   if headerTexts >= MAX_HEADER_TEXTS then numbers, refs, headerTexts = {}, {}, 0 end
   local numbers, refs = numbers, refs
@@ -611,11 +680,17 @@ local function run(keys, argv)
         r = string.byte(argcText, 1) == 64 and (tonumber(string.sub(argcText, 2)) or 0) -- '@<r>'
         refs[argcText], headerTexts = r, headerTexts + 1
       end
-      local first, last, nextI
+      local first, last, nextI, idAt
       if r then
-        -- '@<r>': the arguments of request r of this batch (r < j), not repeated
-        if not (firsts[r] and r < j) then return fail('bad header of request ' .. j) end
+        -- '@<r>': the limits' values of request r of this batch (r < j), not repeated; this request's
+        -- own ids (as many as r's) follow the header
+        if not (r < j and lasts[r]) then return fail('bad header of request ' .. j) end
         first, last, nextI = firsts[r], lasts[r], i + 3
+        local ids = idCounts and idCounts[r]
+        if ids then
+          if i + 2 + ids > argCount then return fail('bad header of request ' .. j) end
+          idAt, nextI = nextI, nextI + ids
+        end
       else
         local argc = numbers[argcText]
         if argc == nil then
@@ -626,19 +701,37 @@ local function run(keys, argv)
         first, last = i + 3, i + 2 + argc
         nextI = last + 1
       end
-      firsts[j], lasts[j] = first, last
+      argsEnd = nil
       if requestOperation == 'acquire' then
         if n == 1 then
-          replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r)
+          replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r, idAt)
         else
-          replies[j] = acquireRequest(keyBase, n, first, last, r)
+          replies[j] = acquireRequest(keyBase, n, first, last, r, idAt)
         end
       elseif requestOperation == 'settle' or requestOperation == 'renew' then
-        replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew')
+        replies[j] = settleRequest(keyBase, n, first, last, requestOperation == 'renew', idAt)
       else
         replies[j] = fail('unknown operation ' .. tostring(requestOperation) .. ' of request ' .. j)
       end
-      lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, last
+      -- a later '@<j>' reads this request's values (without its ids) and sends as many ids; values
+      -- that were bad have no known end: a reference to them fails the call (lasts[j] false)
+      firsts[j] = first
+      if r then
+        lasts[j] = last
+        if idAt then idCounts[j] = nextI - idAt end
+      else
+        local e = argsEnd
+        if e then
+          lasts[j] = e - 1
+          if e <= last then
+            if not idCounts then idCounts = {} end
+            idCounts[j] = last + 1 - e
+          end
+        else
+          lasts[j] = false
+        end
+      end
+      lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, lasts[j] or last
       keyBase = keyBase + n
       i = nextI
     end

@@ -478,6 +478,7 @@ describe('batching changes the cost, never a result', () => {
   it('an "again" of a concurrency slot is refused in its place; one with no acquire before it fails the batch', async () => {
     const key = (name: string) => `${PREFIX}${limitKey('', 'again-bad', '', name)}`;
     const bucket = ['token-bucket', '1', '5', '1', '1000', '0', 'T5/1/1000'];
+    // the limit's values, then the request's id (its lease id)
     const slots = ['concurrency', '1', '5', '60000', 'lease-1'];
     const reply = (await batched.client.sluiceAcquire(
       2,
@@ -682,6 +683,93 @@ describe("a batch's shared arguments", () => {
     expect(sent[0]!.slice(-2)).toEqual(['again', '7']);
     expect(sent[0]!.filter((arg) => arg === `${PREFIX}${key}`)).toHaveLength(1);
     expect((await admin.get(`${PREFIX}${key}`))?.split(' ')[0]).toBe('0');
+  });
+});
+
+describe("a batch's slot ids", () => {
+  it('concurrency takes and give-backs on one limit send its numbers once: each request its key, header and lease id', async () => {
+    const spec = { algorithm: 'concurrency', max: 10, leaseMs: 60_000 } as const;
+    const key = limitKey('', 'slot-ids', '', 'client');
+    const sent: string[][] = [];
+    const monitor = await admin.duplicate().monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const command = args[0]?.toLowerCase();
+      if ((command === 'evalsha' || command === 'fcall') && args.includes(`${PREFIX}${key}`)) sent.push(args);
+    });
+    const checks = Array.from({ length: 6 }, (_, i) => ({ key, spec, cost: 1, leaseId: `slot-${i}` }));
+    const decisions = await clock.at(1_700_000_000_000, () =>
+      Promise.all(checks.map((check) => batched.acquire([check]))),
+    );
+    expect(decisions.map((d) => d.limits[0]!.level)).toEqual([1, 2, 3, 4, 5, 6]);
+    // every lease id is a member of the slot set, each with its own expiry
+    const members = await admin.zrange(`${PREFIX}${key}`, 0, -1);
+    expect(members.sort()).toEqual(checks.map((c) => c.leaseId).sort());
+    const settled = await clock.at(1_700_000_000_100, () =>
+      Promise.all(
+        checks.map((check, i) =>
+          batched.settle([
+            { key, spec, delta: 0, admittedAtMs: decisions[i]!.atMs!, leaseId: check.leaseId },
+          ]),
+        ),
+      ),
+    );
+    expect(settled).toHaveLength(6);
+    expect(await admin.zcard(`${PREFIX}${key}`)).toBe(0);
+    await sleep(100);
+    monitor.disconnect();
+    expect(sent).toHaveLength(2);
+    for (const call of sent) {
+      // the limit's numbers once; the 5 other requests refer back to them and send their own id
+      expect(call.filter((arg) => arg === 'concurrency')).toHaveLength(1);
+      expect(call.filter((arg) => arg === '@1')).toHaveLength(5);
+      for (const check of checks) expect(call.filter((arg) => arg === check.leaseId)).toHaveLength(1);
+    }
+    // a give-back after the first: its header ('settle', '1', '@1') and its lease id, nothing else
+    const giveBacks = sent[1]!;
+    expect(giveBacks.slice(-4)).toEqual(['settle', '1', '@1', 'slot-5']);
+  });
+
+  it('a request without its id, or with an empty one, fails alone; a reference to a request whose values were bad fails the call', async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'slot-ids-bad', '', name)}:slots`;
+    const slots = ['concurrency', '1', '5', '60000'];
+    const reply = (await batched.client.sluiceAcquire(
+      4,
+      key('a'),
+      key('b'),
+      key('c'),
+      key('d'),
+      'batch',
+      '',
+      '',
+      '4',
+      ...['acquire', '1', String(slots.length), ...slots], // no id
+      ...['acquire', '1', String(slots.length + 1), ...slots, ''], // an empty one
+      ...['acquire', '1', String(slots.length + 1), ...slots, 'id-c'],
+      ...['acquire', '1', '@3', 'id-d'],
+    )) as unknown[];
+    expect(reply).toHaveLength(4);
+    expect(String(reply[0])).toMatch(/unexpected arguments/);
+    expect(String(reply[1])).toMatch(/no id of check 1/);
+    expect(String(reply[2]).split(' ').slice(0, 2)).toEqual(['1', '1']);
+    expect(String(reply[3]).split(' ').slice(0, 2)).toEqual(['1', '1']);
+    expect(await admin.zrange(key('c'), 0, -1)).toEqual(['id-c']);
+    expect(await admin.zrange(key('d'), 0, -1)).toEqual(['id-d']);
+    expect(await admin.exists(key('a'), key('b'))).toBe(0);
+    // request 1's values were bad: how many ids a reference to it sends is not known
+    await expect(
+      batched.client.sluiceAcquire(
+        2,
+        key('e'),
+        key('f'),
+        'batch',
+        '',
+        '',
+        '2',
+        ...['acquire', '1', '3', 'concurrency', '1', '0'],
+        ...['acquire', '1', '@1', 'id-f'],
+      ),
+    ).rejects.toThrow(/bad header of request 2/);
+    expect(await admin.exists(key('e'), key('f'))).toBe(0);
   });
 });
 

@@ -36,6 +36,7 @@ import {
   type ScriptChannel,
   settleArgs,
   settleKeys,
+  slotIds,
   toStoreError,
 } from './redis/script.js';
 import { UnbatchedChannel } from './redis/unbatched.js';
@@ -257,16 +258,18 @@ export class RedisStore implements Store {
     keys: readonly string[],
     nowMs: string,
   ): Promise<StoreDecision> {
+    const ids = slotIds(checks);
     return this.#channel.call(
       'acquire',
       keys,
       acquireArgs(checks),
+      ids,
       nowMs,
       this.#minTtlMs,
       decisionOfReply,
       checks,
       // a concurrency slot is per request (its lease id) and its state a sorted set: never "again"
-      holdsSlots(checks) ? undefined : decisionsAgainOfReply,
+      ids === undefined ? decisionsAgainOfReply : undefined,
     );
   }
 
@@ -277,6 +280,7 @@ export class RedisStore implements Store {
       operation,
       settleKeys(settlements, this.#keyPrefix),
       settleArgs(settlements),
+      slotIds(settlements),
       nowMs,
       this.#minTtlMs,
       settledOfReply,
@@ -299,11 +303,6 @@ export class RedisStore implements Store {
   #evalsha(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     return this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs).then(undefined, rejectAsStoreError);
   }
-}
-
-function holdsSlots(checks: readonly LimitCheck[]): boolean {
-  for (let i = 0; i < checks.length; i++) if (checks[i]!.leaseId !== undefined) return true;
-  return false;
 }
 
 function rejectAsStoreError(error: unknown): never {

@@ -73,9 +73,10 @@ export interface AlgorithmModel<Spec extends SpecBase, State> {
   assertArguments(spec: Spec, cost: number): void;
   /**
    * The spec's numbers as the Lua snippet reads them (its `arity` of them), after the algorithm name
-   * and the cost; `leaseId` is the check's (concurrency only).
+   * and the cost. A check's lease id (concurrency) is not among them: it travels with the request's
+   * ids (acquire.lua, `takesId`), so that requests on the same limit send the same numbers.
    */
-  luaArguments(spec: Spec, leaseId?: string): string[];
+  luaArguments(spec: Spec): string[];
   /**
    * `state` is whatever the store holds under the check's key (undefined when nothing): a state of
    * another algorithm (a limit whose algorithm was edited) counts as nothing, as in Lua.

@@ -43,6 +43,8 @@ interface PendingCall {
   readonly keys: readonly string[];
   /** its per-check arguments: the same array for requests of the same limits (`acquireArgs`) */
   readonly args: readonly string[];
+  /** its own ids (lease ids), sent after its arguments or after a reference back to them */
+  readonly ids: readonly string[] | undefined;
   readonly decode: ReplyDecoder<unknown, unknown>;
   readonly context: unknown;
   /** set: the request may be sent as an "again" of one exactly like it */
@@ -62,7 +64,13 @@ function isAgainOf(request: PendingCall, before: PendingCall | undefined): boole
   ) {
     return false;
   }
-  if (request.args !== before.args || request.keys.length !== before.keys.length) return false;
+  if (
+    request.args !== before.args ||
+    request.ids !== undefined ||
+    request.keys.length !== before.keys.length
+  ) {
+    return false;
+  }
   for (let i = 0; i < request.keys.length; i++) if (request.keys[i] !== before.keys[i]) return false;
   return true;
 }
@@ -168,6 +176,7 @@ export class BatchingChannel implements ScriptChannel {
     operation: ScriptOperation,
     keys: readonly string[],
     args: readonly string[],
+    ids: readonly string[] | undefined,
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
@@ -196,6 +205,7 @@ export class BatchingChannel implements ScriptChannel {
         operation,
         keys,
         args,
+        ids,
         decode: decode as ReplyDecoder<unknown, unknown>,
         context,
         decodeAgain: decodeAgain as AgainDecoder<unknown, unknown> | undefined,
@@ -261,8 +271,8 @@ export class BatchingChannel implements ScriptChannel {
     const { requests, nowMs, minTtlMs } = batch;
     if (requests.length === 1 && requests[0]!.again === undefined) {
       const request = requests[0]!;
-      const { operation, keys, args } = request;
-      this.#send(keys.length, singleCallArguments(operation, keys, args, nowMs, minTtlMs)).then(
+      const { operation, keys, args, ids } = request;
+      this.#send(keys.length, singleCallArguments(operation, keys, args, ids, nowMs, minTtlMs)).then(
         (reply) => answer(request, reply),
         request.reject,
       );
@@ -271,19 +281,20 @@ export class BatchingChannel implements ScriptChannel {
     // One array of its final length, keys first, then the arguments. A request whose arguments are
     // an earlier one's (the same limits: the same array) refers back to it ('@<j>', j counting the
     // script's requests, an "again" one) instead of repeating them: most of a batch's arguments
-    // otherwise, each read and copied on both sides.
+    // otherwise, each read and copied on both sides. Its own ids (lease ids) follow either way.
     const firstUse = new Map<readonly string[], number>();
     let entries = 0;
     let length = batch.keyCount + 4;
     let repeats = false;
     for (let j = 0; j < requests.length; j++) {
-      const { args, again } = requests[j]!;
+      const { args, ids, again } = requests[j]!;
       entries++;
       if (firstUse.has(args)) length += 3;
       else {
         firstUse.set(args, entries);
         length += 3 + args.length;
       }
+      if (ids !== undefined) length += ids.length;
       if (again !== undefined) {
         entries++;
         length += 2;
@@ -300,7 +311,7 @@ export class BatchingChannel implements ScriptChannel {
     keysAndArgs[a++] = String(entries);
     let entry = 0;
     for (let j = 0; j < requests.length; j++) {
-      const { operation, keys, args, again } = requests[j]!;
+      const { operation, keys, args, ids, again } = requests[j]!;
       entry++;
       for (let i = 0; i < keys.length; i++) keysAndArgs[k++] = keys[i]!;
       keysAndArgs[a++] = operation;
@@ -308,9 +319,10 @@ export class BatchingChannel implements ScriptChannel {
       const first = firstUse.get(args)!;
       if (first !== entry) keysAndArgs[a++] = `@${first}`;
       else {
-        keysAndArgs[a++] = String(args.length);
+        keysAndArgs[a++] = String(args.length + (ids === undefined ? 0 : ids.length));
         for (let i = 0; i < args.length; i++) keysAndArgs[a++] = args[i]!;
       }
+      if (ids !== undefined) for (let i = 0; i < ids.length; i++) keysAndArgs[a++] = ids[i]!;
       if (again !== undefined) {
         entry++;
         keysAndArgs[a++] = 'again';

@@ -47,8 +47,9 @@ export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promis
 /**
  * How a request's script call reaches Redis: at once, or in a batch (batching.ts). `keys` are the
  * request's keys (one slot on a Cluster), `args` its per-check arguments (the same array for every
- * request of the same limits: `acquireArgs`); `nowMs` and `minTtlMs` are the script's ARGV[2] and
- * ARGV[3] ('' for Redis TIME and no floor).
+ * request of the same limits: `acquireArgs`, `settleArgs`), `ids` its own ids (its concurrency slots'
+ * lease ids: `slotIds`), sent after them; `nowMs` and `minTtlMs` are the script's ARGV[2] and ARGV[3]
+ * ('' for Redis TIME and no floor).
  */
 export interface ScriptChannel {
   /**
@@ -62,6 +63,7 @@ export interface ScriptChannel {
     operation: ScriptOperation,
     keys: readonly string[],
     args: readonly string[],
+    ids: readonly string[] | undefined,
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
@@ -80,15 +82,18 @@ export function defineAcquireCommand(client: RedisClient): void {
   }
 }
 
-/** One request's own call: its keys, the operation, the clock, the number of checks, its arguments. */
+/** One request's own call: its keys, the operation, the clock, the number of checks, its arguments, its ids. */
 export function singleCallArguments(
   operation: ScriptOperation,
   keys: readonly string[],
   args: readonly string[],
+  ids: readonly string[] | undefined,
   nowMs: string,
   minTtlMs: string,
 ): string[] {
-  return [...keys, operation, nowMs, minTtlMs, String(keys.length), ...args];
+  const call = [...keys, operation, nowMs, minTtlMs, String(keys.length), ...args];
+  if (ids !== undefined) for (const id of ids) call.push(id);
+  return call;
 }
 
 /** The argument lists built so far, by their first check's spec (a rule set's specs live as long as it). */
@@ -99,12 +104,10 @@ const MAX_ARGS_PER_SPEC = 8;
 
 /**
  * An acquire's arguments: per check its algorithm, cost and numbers. Requests of the same limits at
- * the same costs get the same array (built once), so a batch sends it once and refers back to it;
- * a concurrency check's slot id is per request, so its arguments are too.
+ * the same costs get the same array (built once), so a batch sends it once and refers back to it; a
+ * concurrency check's lease id is per request, and travels apart (`slotIds`).
  */
 export function acquireArgs(checks: readonly LimitCheck[]): readonly string[] {
-  const n = checks.length;
-  for (let i = 0; i < n; i++) if (checks[i]!.leaseId !== undefined) return buildAcquireArgs(checks);
   const first = checks[0]!.spec;
   let known = acquireArgsBySpec.get(first);
   if (known === undefined) {
@@ -127,9 +130,27 @@ function sameLimits(a: Limits, b: Limits): boolean {
 function buildAcquireArgs(checks: readonly LimitCheck[]): string[] {
   const args: string[] = [];
   for (const check of checks) {
-    args.push(check.spec.algorithm, String(check.cost), ...scriptArgumentsOf(check.spec, check.leaseId));
+    args.push(check.spec.algorithm, String(check.cost), ...scriptArgumentsOf(check.spec));
   }
   return args;
+}
+
+/**
+ * A request's ids, sent after its arguments: its concurrency slots' lease ids, in check order (the
+ * checks of an algorithm that holds slots: the Lua snippets that `takesId`); undefined when it holds
+ * none (most requests). A lease id on another check means nothing and is not sent.
+ */
+export function slotIds(
+  checks: readonly Pick<LimitCheck, 'spec' | 'leaseId'>[],
+): readonly string[] | undefined {
+  let ids: string[] | undefined;
+  for (let i = 0; i < checks.length; i++) {
+    const { spec, leaseId } = checks[i]!;
+    if (leaseId === undefined || algorithmOf(spec).slots === undefined) continue;
+    if (ids === undefined) ids = [leaseId];
+    else ids.push(leaseId);
+  }
+  return ids;
 }
 
 /** A settlement's keys: `keyPrefix` + each key. */
@@ -140,13 +161,50 @@ export function settleKeys(settlements: readonly Settlement[], keyPrefix: string
   return keys;
 }
 
-/** A settlement's arguments: per settlement its algorithm, numbers and change. */
-export function settleArgs(settlements: readonly Settlement[]): string[] {
+/** The settlement argument lists built lately, by their first settlement's spec. */
+type Changes = readonly Pick<Settlement, 'spec' | 'delta' | 'admittedAtMs' | 'refundMax'>[];
+const settleArgsBySpec = new WeakMap<LimitSpec, { changes: Changes; args: readonly string[] }[]>();
+
+/**
+ * A settlement's arguments: per settlement its algorithm, numbers and change (its lease id travels
+ * apart: `slotIds`). The give-backs of requests admitted by one call carry the same change (0 at the
+ * same admission clock): they get the same array, which a batch sends once (issue 16: a give-back
+ * sent 7 arguments of its own, now its lease id).
+ */
+export function settleArgs(settlements: readonly Settlement[]): readonly string[] {
+  // only give-backs are remembered: a charged settlement's change is mostly its own (a response's
+  // size), and remembering each would cost more than it saves
+  for (let i = 0; i < settlements.length; i++) {
+    if (settlements[i]!.delta !== 0) return buildSettleArgs(settlements);
+  }
+  const first = settlements[0]!.spec;
+  let known = settleArgsBySpec.get(first);
+  if (known === undefined) {
+    known = [];
+    settleArgsBySpec.set(first, known);
+  }
+  for (const entry of known) if (sameChanges(entry.changes, settlements)) return entry.args;
+  const args = buildSettleArgs(settlements);
+  // the newest first: a gateway's give-backs follow its latest admissions
+  if (known.length >= MAX_ARGS_PER_SPEC) known.pop();
+  known.unshift({
+    changes: settlements.map(({ spec, delta, admittedAtMs, refundMax }) => ({
+      spec,
+      delta,
+      admittedAtMs,
+      refundMax,
+    })),
+    args,
+  });
+  return args;
+}
+
+function buildSettleArgs(settlements: readonly Settlement[]): string[] {
   const args: string[] = [];
   for (const settlement of settlements) {
     args.push(
       settlement.spec.algorithm,
-      ...scriptArgumentsOf(settlement.spec, settlement.leaseId),
+      ...scriptArgumentsOf(settlement.spec),
       String(settlement.delta),
       String(settlement.admittedAtMs),
       settlement.refundMax === undefined ? '' : String(settlement.refundMax),
@@ -155,15 +213,31 @@ export function settleArgs(settlements: readonly Settlement[]): string[] {
   return args;
 }
 
+function sameChanges(a: Changes, b: Changes): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (
+      x.spec !== y.spec ||
+      x.delta !== y.delta ||
+      x.admittedAtMs !== y.admittedAtMs ||
+      x.refundMax !== y.refundMax
+    ) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /** Each limit's numbers as the script reads them, per spec object (a rule set's specs live as long as it). */
 const specArguments = new WeakMap<LimitSpec, readonly string[]>();
 
 /**
  * A spec's script arguments, stringified once per spec rather than once per request (number-to-string
- * conversion is a measurable part of a decision's cost in the gateway). A lease id is per request.
+ * conversion is a measurable part of a decision's cost in the gateway).
  */
-function scriptArgumentsOf(spec: LimitSpec, leaseId: string | undefined): readonly string[] {
-  if (leaseId !== undefined) return algorithmOf(spec).luaArguments(spec, leaseId);
+function scriptArgumentsOf(spec: LimitSpec): readonly string[] {
   let args = specArguments.get(spec);
   if (args === undefined) {
     args = algorithmOf(spec).luaArguments(spec);

@@ -28,13 +28,14 @@ export class UnbatchedChannel implements ScriptChannel {
     operation: ScriptOperation,
     keys: readonly string[],
     args: readonly string[],
+    ids: readonly string[] | undefined,
     nowMs: string,
     minTtlMs: string,
     decode: ReplyDecoder<T, C>,
     context: C,
   ): Promise<T> {
     if (this.#socketToCork !== undefined && !this.#corked) this.#corkUntilTurnEnds(this.#socketToCork());
-    return this.#send(keys.length, singleCallArguments(operation, keys, args, nowMs, minTtlMs)).then(
+    return this.#send(keys.length, singleCallArguments(operation, keys, args, ids, nowMs, minTtlMs)).then(
       (reply) => decode(reply, context),
     );
   }

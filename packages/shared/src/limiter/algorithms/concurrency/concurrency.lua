@@ -18,15 +18,18 @@ A snippet of acquire.lua that owns its key (`ownsKey`): it reads and writes its 
 instead of the script's GET/SET of a string state. It registers its factory in ALGORITHMS; its
 functions follow acquire.lua's contract ("An algorithm").
 
-ARGV of one check, after the algorithm name and the cost (always 1; arity 3):
+ARGV of one check, after the algorithm name and the cost (always 1; arity 2):
   max        most slots held at once; an integer >= 1
   leaseMs    how long the slot is held at most (the taking gateway's UPSTREAM_TIMEOUT_MS + 5 s); > 0
-  leaseId    the slot's id, unique per request
+and, among the request's ids (`takesId`: after the values of its last check, see acquire.lua), the
+slot's lease id, unique per request. The limit's values are the same for every request on it, so a
+batch sends them once ('@<r>') and each request only its key, header and lease id (issue 16: a take
+and a give-back sent 20 strings, each parsed, copied into Lua and freed by Redis; now 10).
 
 acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + leaseMs, rounded down to a
 whole ms: expiryOf). Level = slots held after the decision; a denial waits 1000 ms (docs/lifecycle.md:
 Retry-After: 1); resetMs is 0.
-settle (ARGV after the 3 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
+settle (ARGV after the 2 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
 batch's count): ZREM leaseId. Level 0: a give-back does not count what is left (it would cost a
 command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
@@ -99,28 +102,25 @@ ALGORITHMS['concurrency'] = function()
   end
 
   return {
-    arity = 3,
+    arity = 2,
     ownsKey = true,
+    takesId = true, -- the lease id
 
     spec = function(argv, i)
-      -- the slot id is per request, the two numbers mostly the same in a call: read once per text
+      -- the two numbers mostly the same from call to call: read once per text, and the limit made
+      -- once (nothing writes into it)
       local maxText, leaseText = argv[i], argv[i + 1]
-      local max, leaseMs
       local known = numbers[maxText]
-      if known and known.leaseText == leaseText then
-        max, leaseMs = known.max, known.leaseMs
-      else
-        max, leaseMs = tonumber(maxText), tonumber(leaseText)
-        if not (max and max >= 1 and max == math.floor(max) and max < math.huge
-            and leaseMs and leaseMs > 0 and leaseMs < math.huge) then
-          return nil
-        end
-        if numbersKept >= MAX_SPECS_KEPT then numbers, numbersKept = {}, 0 end
-        numbers[maxText], numbersKept = { leaseText = leaseText, max = max, leaseMs = leaseMs }, numbersKept + 1
+      if known and known.leaseText == leaseText then return known end
+      local max, leaseMs = tonumber(maxText), tonumber(leaseText)
+      if not (max and max >= 1 and max == math.floor(max) and max < math.huge
+          and leaseMs and leaseMs > 0 and leaseMs < math.huge) then
+        return nil
       end
-      local leaseId = argv[i + 2]
-      if not (leaseId and leaseId ~= '') then return nil end
-      return { max = max, leaseMs = leaseMs, leaseId = leaseId }
+      if numbersKept >= MAX_SPECS_KEPT then numbers, numbersKept = {}, 0 end
+      known = { leaseText = leaseText, max = max, leaseMs = leaseMs }
+      numbers[maxText], numbersKept = known, numbersKept + 1
+      return known
     end,
 
     -- allowed, then the evaluation for hold or charge: the live slots held, the key
@@ -144,12 +144,12 @@ ALGORITHMS['concurrency'] = function()
     end,
 
     -- charged (written here): level, resetMs
-    charge = function(s, _cost, nowMs, minTtlMs, held, key)
+    charge = function(s, _cost, nowMs, minTtlMs, held, key, _z, leaseId)
       local expiresAt = expiryOf(nowMs, s.leaseMs)
       -- its text from memory: a call's takes of one lease length expire alike (one clock), and fmt's
       -- own memory holds the level formatted in between
       if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
-      local added = redis.call('ZADD', key, lastExpiresText, s.leaseId)
+      local added = redis.call('ZADD', key, lastExpiresText, leaseId)
       if counted then
         -- a new member is one more live lease, unless its expiry rounds to now (a clock near 2^53 ms);
         -- an id already there may have been an expired one: count again
@@ -164,8 +164,8 @@ ALGORITHMS['concurrency'] = function()
     end,
 
     -- given back (written here): level (not counted: 0), resetMs
-    settle = function(s, _delta, admittedAtMs, key, nowMs)
-      local removed = redis.call('ZREM', key, s.leaseId)
+    settle = function(s, _delta, admittedAtMs, key, nowMs, _minTtlMs, _refund, leaseId)
+      local removed = redis.call('ZREM', key, leaseId)
       if counted and removed == 1 then
         -- the lease expires at its admission's clock + leaseMs or later (a renewal only pushes it out):
         -- live until then for sure; after that, whether it still counted is not known here
@@ -179,10 +179,10 @@ ALGORITHMS['concurrency'] = function()
     end,
 
     -- kept for another leaseMs (written here): level, resetMs
-    renew = function(s, _delta, _admittedAtMs, key, nowMs, minTtlMs)
-      local expiresAt = redis.call('ZSCORE', key, s.leaseId)
+    renew = function(s, _delta, _admittedAtMs, key, nowMs, minTtlMs, _refund, leaseId)
+      local expiresAt = redis.call('ZSCORE', key, leaseId)
       if expiresAt and tonumber(expiresAt) > nowMs then
-        redis.call('ZADD', key, 'XX', fmt(expiryOf(nowMs, s.leaseMs)), s.leaseId)
+        redis.call('ZADD', key, 'XX', fmt(expiryOf(nowMs, s.leaseMs)), leaseId)
         expireWithLease(key, s.leaseMs, minTtlMs, false)
       end
       return live(key, nowMs), 0

@@ -57,7 +57,7 @@ export function assertSlotsArguments(spec: Omit<ConcurrencySpec, 'algorithm'>, c
 export const concurrencyModel: AlgorithmModel<ConcurrencySpec, SlotsState> = {
   name: 'concurrency',
   assertArguments: assertSlotsArguments,
-  luaArguments: (spec, leaseId) => [String(spec.max), String(spec.leaseMs), leaseId ?? ''],
+  luaArguments: (spec) => [String(spec.max), String(spec.leaseMs)],
   evaluate: evaluateSlots,
   settle: releaseSlot,
 };
