@@ -3,7 +3,7 @@
  * script (acquire.lua) is tested against. All or nothing: every check is evaluated first; only if
  * every one admits is every one charged; otherwise nothing is written.
  */
-import { LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
+import { type Evaluation, LimitArgumentError, type Verdict } from './algorithms/algorithm.js';
 import { algorithmOf } from './algorithms/index.js';
 import { refundGrant } from './algorithms/refund-ledger.js';
 import { remainingOf } from './headers.js';
@@ -53,18 +53,32 @@ export function acquireFrom(table: StateTable, checks: readonly LimitCheck[], no
 
 /** `acquireFrom` for checks and a clock already known to be good (a store asserted them when asked). */
 export function decideFrom(table: StateTable, checks: readonly LimitCheck[], nowMs: number): StoreDecision {
-  const evaluations = checks.map((check) =>
-    algorithmOf(check.spec).evaluate(table.get(check.key), check.spec, check.cost, nowMs, check.leaseId),
-  );
-  const outcomes: LimitOutcome[] = new Array(checks.length);
-  if (evaluations.every((evaluation) => evaluation.allowed)) {
-    for (let i = 0; i < checks.length; i++) {
+  // loops, not map and every: this runs per request (the in-process store, and the gateway's reading
+  // of a batch's "again" riders), and their closures were a sixth of what it allocated (issue 16)
+  const n = checks.length;
+  const evaluations: Evaluation<unknown>[] = new Array(n);
+  let allowed = true;
+  for (let i = 0; i < n; i++) {
+    const check = checks[i]!;
+    const evaluation = algorithmOf(check.spec).evaluate(
+      table.get(check.key),
+      check.spec,
+      check.cost,
+      nowMs,
+      check.leaseId,
+    );
+    evaluations[i] = evaluation;
+    if (!evaluation.allowed) allowed = false;
+  }
+  const outcomes: LimitOutcome[] = new Array(n);
+  if (allowed) {
+    for (let i = 0; i < n; i++) {
       const { verdict, state, ttlMs } = evaluations[i]!.charge();
       table.set(checks[i]!.key, state, ttlMs);
       outcomes[i] = outcomeOf(checks[i]!.spec, verdict);
     }
   } else {
-    for (let i = 0; i < checks.length; i++) outcomes[i] = outcomeOf(checks[i]!.spec, evaluations[i]!.hold());
+    for (let i = 0; i < n; i++) outcomes[i] = outcomeOf(checks[i]!.spec, evaluations[i]!.hold());
   }
   return decisionOf(outcomes, nowMs);
 }
