@@ -491,10 +491,15 @@ local function acquireRequest(keyBase, n, i, last, shared, idAt)
     evAlgorithm[k], evSpec[k], evCost[k], evAllowed[k], evX[k], evY[k], evZ[k] = algorithm, spec, cost, allowed, x, y, z
     if not allowed then allAllowed = false end
   end
-  idAt = idsStart(i, last, idAt, ids)
-  if not idAt then return fail('unexpected arguments after the last check') end
-  for k = idAt, idAt + ids - 1 do
-    if ARGV[k] == '' then return fail('no id of check ' .. k - idAt + 1) end
+  if ids == 0 and not idAt then
+    -- no ids (most requests): the values end the request's arguments
+    if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+  else
+    idAt = idsStart(i, last, idAt, ids)
+    if not idAt then return fail('unexpected arguments after the last check') end
+    for k = idAt, idAt + ids - 1 do
+      if ARGV[k] == '' then return fail('no id of check ' .. k - idAt + 1) end
+    end
   end
   argsEnd = i
 
@@ -502,7 +507,7 @@ local function acquireRequest(keyBase, n, i, last, shared, idAt)
   for k = 1, n do
     if allAllowed then
       local id = nil
-      if evAlgorithm[k].takesId then
+      if ids > 0 and evAlgorithm[k].takesId then
         id = ARGV[idAt]
         idAt = idAt + 1
       end
@@ -700,8 +705,8 @@ local function run(keys, argv)
         if not (argc and argc >= 0 and i + 2 + argc <= argCount) then return fail('bad header of request ' .. j) end
         first, last = i + 3, i + 2 + argc
         nextI = last + 1
+        argsEnd = nil -- set by the request's reading, below, where its values are good
       end
-      argsEnd = nil
       if requestOperation == 'acquire' then
         if n == 1 then
           replies[j] = acquireOne(KEYS[keyBase + 1], first, last, r, idAt)
@@ -715,23 +720,23 @@ local function run(keys, argv)
       end
       -- a later '@<j>' reads this request's values (without its ids) and sends as many ids; values
       -- that were bad have no known end: a reference to them fails the call (lasts[j] false)
-      firsts[j] = first
       if r then
-        lasts[j] = last
+        firsts[j], lasts[j] = first, last
         if idAt then idCounts[j] = nextI - idAt end
       else
         local e = argsEnd
         if e then
-          lasts[j] = e - 1
           if e <= last then
             if not idCounts then idCounts = {} end
             idCounts[j] = last + 1 - e
           end
+          last = e - 1
+          firsts[j], lasts[j] = first, last
         else
-          lasts[j] = false
+          firsts[j], lasts[j] = first, false
         end
       end
-      lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, lasts[j] or last
+      lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, last
       keyBase = keyBase + n
       i = nextI
     end
