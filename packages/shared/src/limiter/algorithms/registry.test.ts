@@ -157,6 +157,17 @@ describe.each(ALGORITHM_NAMES)('the %s plug-in is what Sluice asks', (name) => {
   const example = EXAMPLES[name];
   const input = ruleWith(example.written);
 
+  it('sends its snippet as many numbers as the snippet reads, and an id exactly when it holds slots', () => {
+    const lua = readFileSync(new URL(algorithm.luaFile, import.meta.url), 'utf8');
+    const spec = compileRules([stored(input)]).rules[0]!.limits[0]!.spec;
+    const arity = /^\s*arity = (\d+),/m.exec(lua);
+    expect(arity, `${name}'s snippet declares its arity`).not.toBeNull();
+    expect(algorithmOf(spec).luaArguments(spec as never)).toHaveLength(Number(arity![1]));
+    // the store sends a lease id after the values of a check whose algorithm holds slots (slotIds),
+    // and the script reads one for a snippet that takesId: the two must agree
+    expect(/^\s*takesId = true,/m.test(lua)).toBe(algorithm.slots !== undefined);
+  });
+
   it('validates, fills in, checks, compiles and summarises its limits', () => {
     const spies = ['withDefaults', 'check', 'compile', 'describe'].map((method) =>
       vi.spyOn(algorithm.rule, method as 'check'),
