@@ -96,11 +96,58 @@ export function singleCallArguments(
   return call;
 }
 
-/** The argument lists built so far, by their first check's spec (a rule set's specs live as long as it). */
-type Limits = readonly Pick<LimitCheck, 'spec' | 'cost'>[];
-const acquireArgsBySpec = new WeakMap<LimitSpec, { limits: Limits; args: readonly string[] }[]>();
 /** Most argument lists remembered per first spec (costs differ per request only with a cost rule). */
 const MAX_ARGS_PER_SPEC = 8;
+
+/**
+ * Argument lists built lately, by their first item's spec (a rule set's specs live as long as it), the
+ * newest first, at most MAX_ARGS_PER_SPEC each: requests whose items are alike (`same`, item by item)
+ * get the same array, so a batch sends it once and refers back to it.
+ */
+class RememberedArgs<Item extends { readonly spec: LimitSpec }> {
+  readonly #bySpec = new WeakMap<LimitSpec, { items: readonly Item[]; args: readonly string[] }[]>();
+  readonly #same: (a: Item, b: Item) => boolean;
+  /** what of an item is remembered (the request's own item may hold more: a key, a lease id) */
+  readonly #kept: (item: Item) => Item;
+  readonly #build: (items: readonly Item[]) => string[];
+
+  constructor(
+    same: (a: Item, b: Item) => boolean,
+    kept: (item: Item) => Item,
+    build: (items: readonly Item[]) => string[],
+  ) {
+    this.#same = same;
+    this.#kept = kept;
+    this.#build = build;
+  }
+
+  of(items: readonly Item[]): readonly string[] {
+    const first = items[0]!.spec;
+    let known = this.#bySpec.get(first);
+    if (known === undefined) {
+      known = [];
+      this.#bySpec.set(first, known);
+    }
+    for (const entry of known) if (this.#alike(entry.items, items)) return entry.args;
+    const args = this.#build(items);
+    if (known.length >= MAX_ARGS_PER_SPEC) known.pop();
+    known.unshift({ items: items.map(this.#kept), args });
+    return args;
+  }
+
+  #alike(a: readonly Item[], b: readonly Item[]): boolean {
+    if (a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!this.#same(a[i]!, b[i]!)) return false;
+    return true;
+  }
+}
+
+type Limit = Pick<LimitCheck, 'spec' | 'cost'>;
+const acquireArgsRemembered = new RememberedArgs<Limit>(
+  (a, b) => a.spec === b.spec && a.cost === b.cost,
+  ({ spec, cost }) => ({ spec, cost }),
+  buildAcquireArgs,
+);
 
 /**
  * An acquire's arguments: per check its algorithm, cost and numbers. Requests of the same limits at
@@ -108,26 +155,10 @@ const MAX_ARGS_PER_SPEC = 8;
  * concurrency check's lease id is per request, and travels apart (`slotIds`).
  */
 export function acquireArgs(checks: readonly LimitCheck[]): readonly string[] {
-  const first = checks[0]!.spec;
-  let known = acquireArgsBySpec.get(first);
-  if (known === undefined) {
-    known = [];
-    acquireArgsBySpec.set(first, known);
-  }
-  for (const entry of known) if (sameLimits(entry.limits, checks)) return entry.args;
-  const args = buildAcquireArgs(checks);
-  if (known.length >= MAX_ARGS_PER_SPEC) known.shift();
-  known.push({ limits: checks.map(({ spec, cost }) => ({ spec, cost })), args });
-  return args;
+  return acquireArgsRemembered.of(checks);
 }
 
-function sameLimits(a: Limits, b: Limits): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i]!.spec !== b[i]!.spec || a[i]!.cost !== b[i]!.cost) return false;
-  return true;
-}
-
-function buildAcquireArgs(checks: readonly LimitCheck[]): string[] {
+function buildAcquireArgs(checks: readonly Limit[]): string[] {
   const args: string[] = [];
   for (const check of checks) {
     args.push(check.spec.algorithm, String(check.cost), ...scriptArgumentsOf(check.spec));
@@ -161,9 +192,16 @@ export function settleKeys(settlements: readonly Settlement[], keyPrefix: string
   return keys;
 }
 
-/** The settlement argument lists built lately, by their first settlement's spec. */
-type Changes = readonly Pick<Settlement, 'spec' | 'delta' | 'admittedAtMs' | 'refundMax'>[];
-const settleArgsBySpec = new WeakMap<LimitSpec, { changes: Changes; args: readonly string[] }[]>();
+type Change = Pick<Settlement, 'spec' | 'delta' | 'admittedAtMs' | 'refundMax'>;
+const settleArgsRemembered = new RememberedArgs<Change>(
+  (a, b) =>
+    a.spec === b.spec &&
+    a.delta === b.delta &&
+    a.admittedAtMs === b.admittedAtMs &&
+    a.refundMax === b.refundMax,
+  ({ spec, delta, admittedAtMs, refundMax }) => ({ spec, delta, admittedAtMs, refundMax }),
+  buildSettleArgs,
+);
 
 /**
  * A settlement's arguments: per settlement its algorithm, numbers and change (its lease id travels
@@ -177,29 +215,10 @@ export function settleArgs(settlements: readonly Settlement[]): readonly string[
   for (let i = 0; i < settlements.length; i++) {
     if (settlements[i]!.delta !== 0) return buildSettleArgs(settlements);
   }
-  const first = settlements[0]!.spec;
-  let known = settleArgsBySpec.get(first);
-  if (known === undefined) {
-    known = [];
-    settleArgsBySpec.set(first, known);
-  }
-  for (const entry of known) if (sameChanges(entry.changes, settlements)) return entry.args;
-  const args = buildSettleArgs(settlements);
-  // the newest first: a gateway's give-backs follow its latest admissions
-  if (known.length >= MAX_ARGS_PER_SPEC) known.pop();
-  known.unshift({
-    changes: settlements.map(({ spec, delta, admittedAtMs, refundMax }) => ({
-      spec,
-      delta,
-      admittedAtMs,
-      refundMax,
-    })),
-    args,
-  });
-  return args;
+  return settleArgsRemembered.of(settlements);
 }
 
-function buildSettleArgs(settlements: readonly Settlement[]): string[] {
+function buildSettleArgs(settlements: readonly Change[]): string[] {
   const args: string[] = [];
   for (const settlement of settlements) {
     args.push(
@@ -211,23 +230,6 @@ function buildSettleArgs(settlements: readonly Settlement[]): string[] {
     );
   }
   return args;
-}
-
-function sameChanges(a: Changes, b: Changes): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!;
-    const y = b[i]!;
-    if (
-      x.spec !== y.spec ||
-      x.delta !== y.delta ||
-      x.admittedAtMs !== y.admittedAtMs ||
-      x.refundMax !== y.refundMax
-    ) {
-      return false;
-    }
-  }
-  return true;
 }
 
 /** Each limit's numbers as the script reads them, per spec object (a rule set's specs live as long as it). */
