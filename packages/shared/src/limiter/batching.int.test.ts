@@ -55,6 +55,25 @@ afterAll(async () => {
   await admin.quit();
 });
 
+/**
+ * Watches the script calls (FCALL or EVALSHA) that name `key` (the store's prefix included); the
+ * function returned stops watching and gives what was sent (the monitor's lines arrive after the
+ * replies, so it waits a little first).
+ */
+async function watchScriptCalls(key: string): Promise<() => Promise<string[][]>> {
+  const sent: string[][] = [];
+  const monitor = await admin.duplicate().monitor();
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    const command = args[0]?.toLowerCase();
+    if ((command === 'evalsha' || command === 'fcall') && args.includes(key)) sent.push(args);
+  });
+  return async () => {
+    await sleep(100);
+    monitor.disconnect();
+    return sent;
+  };
+}
+
 /** An acquire of 1–4 limits of the pool, or a settlement of an earlier admitted acquire. */
 type Op =
   | { kind: 'acquire'; limits: number[]; costs: number[]; stepMs: number }
@@ -637,24 +656,14 @@ describe("a batch's shared arguments", () => {
 
   it('requests on the same limits send their arguments once per batch', async () => {
     const spec = { algorithm: 'token-bucket', capacity: 10, refill: 1, periodMs: 1_000, maxDebt: 0 } as const;
-    const sent: string[][] = [];
-    const monitor = await admin.duplicate().monitor();
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      const command = args[0]?.toLowerCase();
-      if (
-        (command === 'evalsha' || command === 'fcall') &&
-        args.includes(`${PREFIX}${limitKey('', 'once', '', 'c0')}`)
-      )
-        sent.push(args);
-    });
+    const stop = await watchScriptCalls(`${PREFIX}${limitKey('', 'once', '', 'c0')}`);
     const decisions = await Promise.all(
       Array.from({ length: 5 }, (_, i) =>
         batched.acquire([{ key: limitKey('', 'once', '', `c${i}`), spec, cost: 1 }]),
       ),
     );
     expect(decisions.every((d) => d.allowed && d.limits[0]!.level === 9)).toBe(true);
-    await sleep(100);
-    monitor.disconnect();
+    const sent = await stop();
     expect(sent).toHaveLength(1);
     // one copy of the bucket's numbers, then four back-references to request 1
     expect(sent[0]!.filter((arg) => arg === 'token-bucket')).toHaveLength(1);
@@ -664,20 +673,14 @@ describe("a batch's shared arguments", () => {
   it('identical requests of one turn (a hot client) ride as one "again": its key and limits sent once, no reply each', async () => {
     const spec = { algorithm: 'token-bucket', capacity: 5, refill: 1, periodMs: 60_000, maxDebt: 0 } as const;
     const key = limitKey('', 'hot', '', 'client');
-    const sent: string[][] = [];
-    const monitor = await admin.duplicate().monitor();
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      const command = args[0]?.toLowerCase();
-      if ((command === 'evalsha' || command === 'fcall') && args.includes(`${PREFIX}${key}`)) sent.push(args);
-    });
+    const stop = await watchScriptCalls(`${PREFIX}${key}`);
     const decisions = await clock.at(1_700_000_000_000, () =>
       Promise.all(Array.from({ length: 8 }, () => batched.acquire([{ key, spec, cost: 1 }]))),
     );
     expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false, false]);
     expect(decisions.map((d) => d.limits[0]!.remaining)).toEqual([4, 3, 2, 1, 0, 0, 0, 0]);
     expect(decisions.slice(5).map((d) => d.retryAfterMs)).toEqual([60_000, 60_000, 60_000]);
-    await sleep(100);
-    monitor.disconnect();
+    const sent = await stop();
     expect(sent).toHaveLength(1);
     // the first request as usual, then "again" for the 7 others; the key once
     expect(sent[0]!.slice(-2)).toEqual(['again', '7']);
@@ -690,12 +693,7 @@ describe("a batch's slot ids", () => {
   it('concurrency takes and give-backs on one limit send its numbers once: each request its key, header and lease id', async () => {
     const spec = { algorithm: 'concurrency', max: 10, leaseMs: 60_000 } as const;
     const key = limitKey('', 'slot-ids', '', 'client');
-    const sent: string[][] = [];
-    const monitor = await admin.duplicate().monitor();
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      const command = args[0]?.toLowerCase();
-      if ((command === 'evalsha' || command === 'fcall') && args.includes(`${PREFIX}${key}`)) sent.push(args);
-    });
+    const stop = await watchScriptCalls(`${PREFIX}${key}`);
     const checks = Array.from({ length: 6 }, (_, i) => ({ key, spec, cost: 1, leaseId: `slot-${i}` }));
     const decisions = await clock.at(1_700_000_000_000, () =>
       Promise.all(checks.map((check) => batched.acquire([check]))),
@@ -715,8 +713,7 @@ describe("a batch's slot ids", () => {
     );
     expect(settled).toHaveLength(6);
     expect(await admin.zcard(`${PREFIX}${key}`)).toBe(0);
-    await sleep(100);
-    monitor.disconnect();
+    const sent = await stop();
     expect(sent).toHaveLength(2);
     for (const call of sent) {
       // the limit's numbers once; the 5 other requests refer back to them and send their own id
