@@ -8,7 +8,8 @@
 //
 // BENCH_DECISIONS (100000) per scenario and round, BENCH_ROUNDS (3) rounds, medians.
 // BENCH_BASELINE_SHARED=<another checkout>/packages/shared/dist decides with that build too, in the
-// same rounds (its own key prefix on the same Redis): a before/after in one run.
+// same rounds (its own key prefix on the same Redis): a before/after in one run. BENCH_ONLY=<text>
+// runs only the scenarios whose store column holds that text (to profile one).
 import { Session } from 'node:inspector/promises';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +25,8 @@ const DECISIONS = Number(process.env.BENCH_DECISIONS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = 16;
 const CLIENTS = 64;
+/** BENCH_ONLY=<text>: only the scenarios whose store column holds it (to profile one) */
+const ONLY = process.env.BENCH_ONLY;
 
 type Shared = typeof shared;
 type SharedRedis = typeof sharedRedis;
@@ -53,6 +56,14 @@ const stackedInput: RuleInput = {
     { name: 'daily', algorithm: 'sliding-window', max: 1e12, window: '1d' },
     { name: 'everyone', client: { by: 'global' }, capacity: 1e9, refill: 1e9, period: '1s' },
   ],
+};
+
+// one concurrency slot per client: taken at the decision, given back when the exchange ends (at once
+// here: the lifecycle's store work without the upstream)
+const slotsInput: RuleInput = {
+  name: 'bench-slots',
+  match: { path: '/slots/**' },
+  limits: [{ name: 'inflight', algorithm: 'concurrency', max: 1000 }],
 };
 
 /** One request's facts, one class for all (as the gateway's request context). */
@@ -103,6 +114,12 @@ const kinds = [
     input: stackedInput,
     path: '/stacked/item',
   },
+  {
+    kind: 'Redis, batched, concurrency (take + give back)',
+    inProcess: false,
+    input: slotsInput,
+    path: '/slots/item',
+  },
 ] as const;
 for (const { label, lib, redisLib } of builds) {
   for (const { kind, inProcess, input, path } of kinds) {
@@ -130,6 +147,10 @@ for (const { label, lib, redisLib } of builds) {
     });
     const core = new lib.DecisionCore({ store });
     core.setRules(lib.compileRules([rule]));
+    if (ONLY && !kind.includes(ONLY)) {
+      await primary.close();
+      continue;
+    }
     scenarios.push({
       name: `${kind}\t${label}`,
       decide: (i) => core.decide(requests[i % CLIENTS]!),
@@ -142,9 +163,14 @@ async function drive(scenario: Scenario, decisions: number): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < decisions) {
-      const decision = (await scenario.decide(next++)) as { kind: string; allowed?: boolean };
+      const decision = (await scenario.decide(next++)) as {
+        kind: string;
+        allowed?: boolean;
+        exchange?: { end(): void };
+      };
       if (decision.kind !== 'limited' || decision.allowed !== true)
         throw new Error(`not admitted: ${decision.kind}`);
+      decision.exchange?.end();
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));

@@ -1,8 +1,8 @@
 // The lifecycle's cost (concurrency slots, charging at the response) beside a bare @fastify/http-proxy
 // in front of the same upstream, in one run. Same setup as gateway.ts (_lib/stack.ts: servers and a
 // private Redis on CPU 1, load on CPU 0), closed loop only: autocannon, pipelining 1, BENCH_CONNECTIONS
-// connections, one warm-up, BENCH_ROUNDS interleaved rounds of BENCH_SECONDS (bare, concurrency,
-// charged), medians. EVALSHA per response from Redis `INFO commandstats` around each round: a
+// connections, one warm-up, BENCH_ROUNDS interleaved rounds of BENCH_SECONDS (bare, a token
+// bucket with nothing to settle as the reference, concurrency, charged), medians. EVALSHA per response from Redis `INFO commandstats` around each round: a
 // concurrency rule takes 2 (take the slot, give it back), a charged rule 2 (admission, settlement).
 // Beside req/s, what each request costs: CPU µs per response of the proxy process and of Redis (from
 // /proc, on the shared server CPU) and Redis data commands per response (inside scripts included).
@@ -24,6 +24,9 @@ const loadAtStart = loadavg()[0]!;
 const stack = new Stack(nodeCommandsFromEnv());
 const { redis, upstream, bare, rulesApi } = await stack.startBase();
 await createRules(rulesApi.url, [
+  // the reference: one token bucket that never runs dry, nothing settled after the admission (what
+  // the two rules below add to an exact decision, in the same rounds)
+  { name: 'bench-admit', match: { path: '/ok/**' }, limit: { capacity: 1e9, refill: 1e9, period: '1s' } },
   // one client, far more slots than connections: every request takes a slot and gives it back
   {
     name: 'bench-slots',
@@ -43,6 +46,7 @@ const gateway = await stack.startGateway('gateway', upstream.url, rulesApi.url, 
 const baseline = await stack.startBaselineGateway(upstream.url, rulesApi.url, redis.url);
 
 const bareUrl = `${bare.url}/ok/item`;
+const admitUrl = `${gateway.url}/ok/item`;
 const slotsUrl = `${gateway.url}/slots/item`;
 const chargedUrl = `${gateway.url}/charged/item`;
 
@@ -60,6 +64,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 await cannon(bareUrl, 2, bare.child.pid);
+await cannon(admitUrl, 2, gateway.child.pid);
 await cannon(slotsUrl, 2, gateway.child.pid);
 await cannon(chargedUrl, 2, gateway.child.pid);
 if (baseline) {
@@ -69,6 +74,7 @@ if (baseline) {
 
 const scenarios = {
   bare: [] as RoundResult[],
+  admit: [] as RoundResult[],
   slots: [] as RoundResult[],
   charged: [] as RoundResult[],
   baselineSlots: [] as RoundResult[],
@@ -76,6 +82,7 @@ const scenarios = {
 };
 for (let i = 0; i < ROUNDS; i++) {
   scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
+  scenarios.admit.push(await cannon(admitUrl, SECONDS, gateway.child.pid));
   scenarios.slots.push(await cannon(slotsUrl, SECONDS, gateway.child.pid));
   scenarios.charged.push(await cannon(chargedUrl, SECONDS, gateway.child.pid));
   if (baseline) {
@@ -104,6 +111,7 @@ console.log(
   `| bare @fastify/http-proxy | ${fmt(proxyUs(scenarios.bare))} | ${fmt(redisUs(scenarios.bare))} | | | ${fmt(bareRps)} | 1.00 | | | |`,
 );
 for (const [label, key, target] of [
+  ['gateway, one token bucket (nothing settled: the reference)', 'admit', ''],
   ['gateway, concurrency rule (take + give back)', 'slots', '≤ bare + 20 µs, ≤ 4 commands'],
   ['gateway, charged rule (admit + settle)', 'charged', ''],
   ['baseline build, concurrency rule', 'baselineSlots', '(before)'],
@@ -119,13 +127,15 @@ for (const [label, key, target] of [
   );
 }
 console.log(
-  `\nper-round req/s: ${(['bare', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const)
+  `\nper-round req/s: ${(['bare', 'admit', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const)
     .filter((k) => scenarios[k].length > 0)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.rps)).join(' / ')}`)
     .join('; ')}`,
 );
 console.log(
-  `per-round proxy CPU µs/req: ${(['bare', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const)
+  `per-round proxy CPU µs/req: ${(
+    ['bare', 'admit', 'slots', 'charged', 'baselineSlots', 'baselineCharged'] as const
+  )
     .filter((k) => scenarios[k].length > 0)
     .map((k) => `${k} ${scenarios[k].map((r) => fmt(r.cpuUs.proxy)).join(' / ')}`)
     .join('; ')}`,
