@@ -77,7 +77,7 @@ export function createLimiter({
   const leases = new LeaseManager({ store, leaseMs: config.leaseMs, now });
   metrics.leaseTokensOutstanding = () => leases.outstandingTokens;
   const events = new LimiterEvents();
-  events.onSettled(({ kind, ok }) => metrics.settlements.labels(kind, ok ? 'ok' : 'error').inc());
+  events.onSettled(metrics.settlementCounter());
   const core = new DecisionCore({
     store,
     denials,

@@ -303,6 +303,20 @@ export class GatewayMetrics {
     };
   }
 
+  /**
+   * Counts a settlement event in `sluice_settlements_total`, each label set bound once (prom-client
+   * hashes the labels on every `labels()`; a concurrency rule settles once per request).
+   */
+  settlementCounter(): (event: { kind: (typeof SETTLEMENT_KINDS)[number]; ok: boolean }) => void {
+    const cells = Object.fromEntries(
+      SETTLEMENT_KINDS.map((kind) => [
+        kind,
+        { ok: this.settlements.labels(kind, 'ok'), error: this.settlements.labels(kind, 'error') },
+      ]),
+    ) as Record<(typeof SETTLEMENT_KINDS)[number], { ok: { inc(): void }; error: { inc(): void } }>;
+    return ({ kind, ok }) => (ok ? cells[kind].ok : cells[kind].error).inc();
+  }
+
   /** The error counters of one upstream (by its name), each series there from the start at 0. */
   upstreamErrorCounters(upstream: string) {
     startAtZero(

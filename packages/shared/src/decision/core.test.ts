@@ -343,6 +343,30 @@ describe('settle exactly once', () => {
     expect(await limited()).toMatchObject({ source: 'store', allowed: true });
   });
 
+  it('a settlement the store fails is told as failed, and each under its own rule', async () => {
+    const other = rule({
+      name: 'other',
+      match: { path: '/other/**' },
+      limits: [{ name: 'inflight', algorithm: 'concurrency', max: 1 }],
+    });
+    const { limited, primary, settled } = setup([slots, other]);
+    const first = await limited();
+    primary.failing = true;
+    first.exchange!.responded(503); // a refund at the response, then the slot given back at the end
+    first.exchange!.end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(primary.settlements).toHaveLength(2);
+    primary.failing = false;
+    const second = await limited({ path: '/other/x' });
+    second.exchange!.end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toEqual([
+      { rule: 'slots', kind: 'refund', ok: false },
+      { rule: 'slots', kind: 'release', ok: false },
+      { rule: 'other', kind: 'release', ok: true },
+    ]);
+  });
+
   it('a fallback admission settles on the fallback store, never on the primary that failed', async () => {
     const { limited, primary } = setup([slots]);
     primary.failing = true;
