@@ -1,7 +1,8 @@
 // One exact decision in process, without HTTP: the decision core (rule match, client key, checks)
 // behind the store policy, for a rule of one limit and one of three stacked limits, on the in-process
-// store and on Redis (batched, CONCURRENCY decisions in
-// flight so that a batch holds that many), with what each costs this process: CPU µs and bytes
+// store and on Redis (batched, CONCURRENCY decisions in flight so that a batch holds that many), and
+// for a concurrency limit on Redis (the slot taken, then given back as the exchange ends at once), with
+// what each costs this process: CPU µs and bytes
 // allocated per decision (V8's sampling heap profiler, counting what the GC already collected too).
 // It is the gateway's own share of a limited request minus the HTTP work, read far more steadily than
 // through HTTP (issue "the hot path's price": allocation-lean exact path).
