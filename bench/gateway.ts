@@ -7,17 +7,18 @@
 //
 // Closed loop: autocannon, pipelining 1, BENCH_CONNECTIONS connections, one warm-up, BENCH_ROUNDS
 // interleaved rounds of BENCH_SECONDS (bare; a single-limit rule, a stacked rule of three limits and a
-// sliding-window rule, every request admitted; a denied flood), medians reported. EVALSHA calls are read
-// from Redis `INFO commandstats` around each round and divided by the responses of that round.
+// sliding-window rule, every request admitted; a denied flood), medians reported. Script calls (FCALL
+// of the limiter's Redis Function, or EVALSHA on Redis 5 and 6) are read from Redis `INFO
+// commandstats` around each round and divided by the responses of that round.
 // The gateway batches its script calls (the default: the decisions of one event-loop turn leave as one
-// EVALSHA), so EVALSHA per request is below 1 under concurrent load, each decision still exact.
+// call), so script calls per request are below 1 under concurrent load, each decision still exact.
 // Open loop: an evenly paced client at half the bare proxy's median rate, interleaved, p99 from the
 // scheduled send time (see _lib/open-loop.ts for how it keeps itself out of the measurement); the
 // median of the rounds' p99 is compared.
 //
 // What each request costs is read beside its speed: CPU µs per response of the proxy process and of
 // Redis (from /proc, on the shared server CPU), Redis data commands per response (INFO commandstats,
-// the commands a script runs included) and EVALSHA calls per response. The yardstick beside the bare
+// the commands a script runs included) and script calls per response. The yardstick beside the bare
 // proxy is @fastify/rate-limit on the same Redis (_lib/rate-limited-proxy.ts).
 //
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), BENCH_CONNECTIONS (16), BENCH_OPEN_ROUNDS (open-loop
@@ -44,7 +45,7 @@ await createRules(rulesApi.url, [
   // every benchmark request from 127.0.0.1 lands in this one bucket, which never runs dry
   { name: 'bench-admit', match: { path: '/ok/**' }, limit: { capacity: 1e9, refill: 1e9, period: '1s' } },
   // rule format v2, three limits that all admit: the stack a real deployment writes (a burst and a
-  // daily quota per API key, a cap for everyone), decided by one EVALSHA per request
+  // daily quota per API key, a cap for everyone), decided by one script call per request
   {
     name: 'bench-stacked',
     match: { path: '/stacked/**' },
@@ -183,7 +184,7 @@ for (const [name, s] of Object.entries(scenarios)) {
   if (expected === 0) warnings.push(`${name} rounds saw no ${s.status}`);
   if (other > 0) warnings.push(`${name} rounds: ${other} responses were not ${s.status} or failed`);
   const fallbacks = sum(s.rounds.map((r) => r.fallbacks));
-  // a decision the fallback took costs no EVALSHA: the EVALSHA ratio of that scenario is then below 1
+  // a decision the fallback took costs no script call: that scenario's calls per request are then lower
   if (fallbacks > 0)
     warnings.push(
       `${name} rounds: ${fallbacks} decisions were taken by STORE_FAILURE=local, not Redis (Redis slower than STORE_TIMEOUT_MS)`,
@@ -221,7 +222,7 @@ console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s (open loop: ${OPEN_ROUNDS}), ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | EVALSHA/req | req/s (median) | vs bare | target |',
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | script calls/req (FCALL or EVALSHA) | req/s (median) | vs bare | target |',
 );
 console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
 for (const s of Object.values(scenarios)) {
@@ -247,7 +248,7 @@ console.log(
 console.log('| measure | value | target |');
 console.log('| --- | ---: | --- |');
 console.log(
-  `| Redis socket reads per EVALSHA (admit) | ${fmt(median(scenarios.admit!.rounds.map((r) => r.redisReadsPerEvalsha)), 2)} | |`,
+  `| Redis socket reads per script call (admit) | ${fmt(median(scenarios.admit!.rounds.map((r) => r.redisReadsPerEvalsha)), 2)} | |`,
 );
 console.log(
   `| open-loop at ${rate} req/s, bare: achieved req/s, p50, p99 (client send lag p99) | ${p(openBare, 'achievedRps', 0)}, ${p(openBare, 'p50Ms')} ms, ${p(openBare, 'p99Ms')} ms (${p(openBare, 'sendLagP99Ms')} ms) | |`,

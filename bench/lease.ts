@@ -213,7 +213,7 @@ console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s, ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; LEASE_MS ${LEASE_MS}; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | EVALSHA/req | target | req/s (median) | vs bare | non-2xx or failed |',
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | script calls/req (FCALL or EVALSHA) | target | req/s (median) | vs bare | non-2xx or failed |',
 );
 console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |');
 for (const [label, key, target] of [

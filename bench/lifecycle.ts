@@ -2,8 +2,9 @@
 // in front of the same upstream, in one run. Same setup as gateway.ts (_lib/stack.ts: servers and a
 // private Redis on CPU 1, load on CPU 0), closed loop only: autocannon, pipelining 1, BENCH_CONNECTIONS
 // connections, one warm-up, BENCH_ROUNDS interleaved rounds of BENCH_SECONDS (bare, a token
-// bucket with nothing to settle as the reference, concurrency, charged), medians. EVALSHA per response from Redis `INFO commandstats` around each round: a
-// concurrency rule takes 2 (take the slot, give it back), a charged rule 2 (admission, settlement).
+// bucket with nothing to settle as the reference, concurrency, charged), medians. Script calls (FCALL
+// or EVALSHA) per response from Redis `INFO commandstats` around each round: a concurrency rule takes
+// 2 (take the slot, give it back), a charged rule 2 (admission, settlement), fewer when batched.
 // Beside req/s, what each request costs: CPU µs per response of the proxy process and of Redis (from
 // /proc, on the shared server CPU) and Redis data commands per response (inside scripts included).
 //
@@ -104,7 +105,7 @@ console.log(
   `${ROUNDS} interleaved rounds of ${SECONDS}s, ${CONNECTIONS} connections, pipelining 1; servers and Redis on CPU ${SERVER_CPU}, load on CPU 0; 1-min load average ${fmt(loadAtStart, 2)} at start\n`,
 );
 console.log(
-  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | req/s (median) | vs bare | target | EVALSHA per response | non-2xx or failed |',
+  '| scenario | proxy CPU µs/req | Redis CPU µs/req | proxy + Redis over bare | Redis commands/req | req/s (median) | vs bare | target | script calls per response (FCALL or EVALSHA) | non-2xx or failed |',
 );
 console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |');
 console.log(

@@ -1,22 +1,14 @@
 // Child processes for benchmarks: started pinned to a CPU with taskset, stopped at exit.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '@sluice/test-support';
+
+/** A TCP port nothing listens on now, on 127.0.0.1 (the tests' helper). */
+export { freePort };
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
-
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
-}
 
 export interface Started {
   child: ChildProcess;

@@ -4,11 +4,13 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisStore } from './redis-store.js';
 import { SimulatedClock } from './test-clock.js';
+
+/** A TCP port nothing listens on now, on 127.0.0.1 (one helper for every test: @sluice/test-support). */
+export { freePort } from '@sluice/test-support';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -85,16 +87,4 @@ export async function startOwnRedis(port: number, ...options: string[]): Promise
   }
   probe.disconnect();
   return server;
-}
-
-/** A TCP port nothing listens on now, on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
