@@ -249,8 +249,9 @@ export class DecisionCore implements SettleSink {
 
   /**
    * What tells the events of a rule's settlements of one kind, made once per rule and kind: a
-   * settlement is one per concurrency request, and two closures and an event object each were a
-   * tenth of what a give-back allocated (issue 16). A failed settlement is caught either way.
+   * concurrency rule settles once per request, and two closures and an event object each were about
+   * 170 of the 6,900 bytes a take and give-back allocated (issue 16). A failed settlement is caught
+   * either way.
    */
   #settledTold(rule: ExchangeRule, kind: SettlementKind): SettledTold {
     let byKind = this.#settledTolds.get(rule);
