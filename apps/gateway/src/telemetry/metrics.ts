@@ -2,7 +2,13 @@
  * Prometheus metrics of one gateway, in a registry of its own (never prom-client's global one), so
  * several gateways in one process (tests, the bench) do not collide. Served on the admin listener.
  */
-import type { DecisionMeter, StoreFailurePolicy, StorePolicyMetrics } from '@sluice/shared';
+import {
+  type DecisionMeter,
+  SETTLEMENT_KINDS,
+  type SettlementKind,
+  type StoreFailurePolicy,
+  type StorePolicyMetrics,
+} from '@sluice/shared';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { CellHistogram } from './histogram-cells.js';
 
@@ -30,8 +36,6 @@ export type RequestDecision =
  */
 const STORE_ERROR_REASONS = ['timeout', 'error'] as const;
 const STORE_CALL_OPS = ['acquire', 'settle'] as const;
-/** SettlementKind of @sluice/shared (decision/exchange.ts) */
-const SETTLEMENT_KINDS = ['refund', 'charge', 'release', 'renew'] as const;
 const SETTLEMENT_RESULTS = ['ok', 'error'] as const;
 /** rules-cache.ts's FailureReason */
 const RULES_REFRESH_FAILURE_REASONS = ['unreachable', 'status', 'invalid'] as const;
@@ -307,13 +311,13 @@ export class GatewayMetrics {
    * Counts a settlement event in `sluice_settlements_total`, each label set bound once (prom-client
    * hashes the labels on every `labels()`; a concurrency rule settles once per request).
    */
-  settlementCounter(): (event: { kind: (typeof SETTLEMENT_KINDS)[number]; ok: boolean }) => void {
+  settlementCounter(): (event: { kind: SettlementKind; ok: boolean }) => void {
     const cells = Object.fromEntries(
       SETTLEMENT_KINDS.map((kind) => [
         kind,
         { ok: this.settlements.labels(kind, 'ok'), error: this.settlements.labels(kind, 'error') },
       ]),
-    ) as Record<(typeof SETTLEMENT_KINDS)[number], { ok: { inc(): void }; error: { inc(): void } }>;
+    ) as Record<SettlementKind, { ok: { inc(): void }; error: { inc(): void } }>;
     return ({ kind, ok }) => (ok ? cells[kind].ok : cells[kind].error).inc();
   }
 

@@ -32,8 +32,8 @@ import {
   type PreviewDecision,
 } from './decision.js';
 import { type DenialCache, denialKey } from './denial-cache.js';
-import type { LimiterEvents, SettlementEvent } from './events.js';
-import { Exchange, type ExchangeRule, type SettlementKind, type SettleSink } from './exchange.js';
+import type { LimiterEvents } from './events.js';
+import { Exchange, type SettlementKind, type SettleSink } from './exchange.js';
 import type { RequestFacts } from './facts.js';
 import type { LeaseManager } from './lease-manager.js';
 import { type DecisionMeter, NO_METER, planRule, type RulePlan } from './rule-plan.js';
@@ -75,15 +75,6 @@ export interface DecisionCoreOptions {
 /** `decide(facts, PREVIEW)`: what the request would be decided on, charging nothing. */
 export const PREVIEW = Object.freeze({ charge: false as const });
 
-/** A settlement's outcome told to the events (`ok`), or its failure caught and told (`failed`). */
-interface SettledTold {
-  readonly ok: () => void;
-  readonly failed: () => void;
-}
-const NOTHING = (): void => {};
-/** No events to tell: a failed settlement is still caught (a slot then expires by itself). */
-const SETTLED_UNTOLD: SettledTold = { ok: NOTHING, failed: NOTHING };
-
 export class DecisionCore implements SettleSink {
   readonly #store: DecisionStore | undefined;
   readonly #denials: DenialCache | undefined;
@@ -97,8 +88,6 @@ export class DecisionCore implements SettleSink {
   /** renews the slots of running exchanges; absent without `slotLeaseMs` (slots then keep the rule's own) */
   readonly #slots: SlotKeeper | undefined;
   #slotCounter = 0;
-  /** by rule (weakly: a replaced rule set lets go of its rules), `#settledTold`'s handlers by kind */
-  readonly #settledTolds = new WeakMap<ExchangeRule, Partial<Record<SettlementKind, SettledTold>>>();
   #rules: CompiledRuleSet | undefined;
   /** per rule, by `CompiledRule.index` */
   #plans: readonly RulePlan[] = [];
@@ -134,7 +123,7 @@ export class DecisionCore implements SettleSink {
   /** Swaps in a new rule set: plans its rules, forgets every remembered denial, ends every lease. */
   setRules(rules: CompiledRuleSet): void {
     this.#plans = rules.rules.map((compiled) =>
-      planRule(compiled, { slotLeaseMs: this.#slotLeaseMs, meter: this.#meter }),
+      planRule(compiled, { slotLeaseMs: this.#slotLeaseMs, meter: this.#meter, events: this.#events }),
     );
     this.#rules = rules;
     this.#generation++;
@@ -243,34 +232,8 @@ export class DecisionCore implements SettleSink {
   /** The exchange of an admitted request ended (or reached its response): settle on its store. */
   settle(exchange: Exchange, kind: SettlementKind, settlements: readonly Settlement[]): void {
     if (exchange.ended) this.#slots?.release(exchange);
-    const told = this.#settledTold(exchange.rule, kind);
-    this.#store!.settle(exchange.decidedBy, settlements).then(told.ok, told.failed);
-  }
-
-  /**
-   * What tells the events of a rule's settlements of one kind, made once per rule and kind: a
-   * concurrency rule settles once per request, and two closures and an event object each were about
-   * 170 of the 6,900 bytes a take and give-back allocated (issue 16). A failed settlement is caught
-   * either way.
-   */
-  #settledTold(rule: ExchangeRule, kind: SettlementKind): SettledTold {
-    let byKind = this.#settledTolds.get(rule);
-    if (byKind === undefined) {
-      byKind = {};
-      this.#settledTolds.set(rule, byKind);
-    }
-    let told = byKind[kind];
-    if (told === undefined) {
-      const events = this.#events;
-      if (events === undefined) told = SETTLED_UNTOLD;
-      else {
-        const ok: SettlementEvent = Object.freeze({ rule: rule.name, kind, ok: true });
-        const failed: SettlementEvent = Object.freeze({ rule: rule.name, kind, ok: false });
-        told = { ok: () => events.settled(ok), failed: () => events.settled(failed) };
-      }
-      byKind[kind] = told;
-    }
-    return told;
+    const report = exchange.rule.settledReports[kind];
+    this.#store!.settle(exchange.decidedBy, settlements).then(report.ok, report.failed);
   }
 
   /** One store call for all of the request's checks; a store denial is remembered. */

@@ -33,9 +33,21 @@ export interface ExchangeRule {
   readonly refundStatuses: ReadonlySet<number> | undefined;
   /** `refund.max`; undefined: each limit's default (its capacity or max) */
   readonly refundMax: number | undefined;
+  /** what the sink tells when a settlement of each kind is taken or fails (made once per rule set) */
+  readonly settledReports: SettledReports;
 }
 
-export type SettlementKind = 'refund' | 'charge' | 'release' | 'renew';
+/** every kind of settlement, in the order metrics list them */
+export const SETTLEMENT_KINDS = ['refund', 'charge', 'release', 'renew'] as const;
+export type SettlementKind = (typeof SETTLEMENT_KINDS)[number];
+
+/** A settlement's outcome told (`ok`), or its failure caught and told (`failed`). */
+export interface SettledReport {
+  readonly ok: () => void;
+  readonly failed: () => void;
+}
+
+export type SettledReports = Readonly<Record<SettlementKind, SettledReport>>;
 
 /** Where an exchange's settlements go (the decision core): the store that took the admission. */
 export interface SettleSink {
