@@ -56,7 +56,8 @@ same limits' values as request r < j of this batch (requests on the same limits:
 they are), then this request's own ids, as many as request r has (a request whose own arguments were
 bad has no count: a reference to it fails the whole call); or, for
 the whole header, "again" and k: k more acquires exactly like the request before (its keys and
-arguments, none of their own), replied to together (see againRequest). KEYS are every request's
+arguments, none of their own), replied to together (see againRequest); or after a give-back, k more
+give-backs like it, each followed by its own ids (see settleAgain). KEYS are every request's
 keys, request after request. Each request is
 decided exactly as a call of its own would be, on the batch's one clock (the TIME read once, or
 nowMs), one after the other in order: request j sees what requests 1..j-1 wrote. Returns m replies,
@@ -89,6 +90,13 @@ one on every call cost more than a decision). What the factory returns:
   again(spec, cost, stored, nowMs, k) -> admitted, value, ttlMs   (every algorithm but an ownsKey one)
             of k requests in a row, how many this limit alone admits (the first ones) and the state
             after charging them (value nil when none is): what evaluate then charge, k times, leave
+  takeAgain(spec, key, nowMs, ids, k) -> true when k takes in a row of the slots ids[1..k] can be
+            decided together (none of the ids in the set yet, none repeated), with held(spec, key,
+            nowMs) -> live slots and chargeAgain(spec, key, nowMs, minTtlMs, held, ids, k): k slots
+            added (an algorithm holding slots; see takeAgain)
+  settleAgain(spec, admittedAtMs, key, nowMs, ids, k) -> level, resetMs   (an algorithm holding slots)
+            k give-backs in a row of the slots ids[1..k] taken at admittedAtMs, in as few commands as it
+            can: what settle, k times, leaves (and the reply each of them gets)
 ]]
 local MAX_WAIT_MS = 1e15
 -- The limits an algorithm read from the arguments, by their text, are kept (as a Function, from call
@@ -402,6 +410,56 @@ local function settleRequest(keyBase, n, i, last, renewing, idAt)
   return table.concat(settleReplies, ' ', 1, n)
 end
 
+-- settleAgain's tables, reused from call to call (1..n or 1..k set before they are read)
+local againAlgorithms, againSpecs, againAdmitted, againIds = {}, {}, {}, {}
+
+--[[
+"again" after a give-back (in a batch): k more give-backs exactly like the request before it (the
+same keys and values: slots admitted by one call, given back in a row, as the gateway's responses end
+in a burst), each sending only its ids (one per settlement) after the header, request after request:
+ARGV[idAt ..]. They are applied as k give-backs in a row would be, in one command per key (a
+concurrency key's ZREM of all k lease ids: issue 16, a give-back cost its own header, reply and
+command), and reply one string, what each of the k would get alone (a give-back's reply does not
+depend on its lease). Only plain give-backs (delta 0, no refund) of algorithms with a `settleAgain`;
+everything is read and checked before anything is written.
+]]
+local function settleAgain(keyBase, n, i, last, k, idAt)
+  for c = 1, n do
+    local algorithm = algorithms[ARGV[i]]
+    if not (algorithm and algorithm.settleAgain) then
+      return fail('"again" of a settlement whose algorithm cannot repeat it')
+    end
+    local spec = algorithm.spec(ARGV, i + 1)
+    if not spec then return fail('bad limits of settlement ' .. c) end
+    i = i + 1 + algorithm.arity
+    if ARGV[i] ~= '0' or ARGV[i + 2] ~= '' then return fail('"again" of a settlement that is not a give-back') end
+    local admittedText = ARGV[i + 1]
+    local admittedAtMs = lastAdmittedAtMs
+    if admittedText ~= lastAdmittedText then
+      admittedAtMs = tonumber(admittedText)
+      lastAdmittedText, lastAdmittedAtMs = admittedText, admittedAtMs
+    end
+    if not (admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
+      return fail('bad admittedAtMs of settlement ' .. c)
+    end
+    i = i + 3
+    againAlgorithms[c], againSpecs[c], againAdmitted[c] = algorithm, spec, admittedAtMs
+  end
+  if i ~= last + 1 then return fail('unexpected arguments after the last settlement') end
+  for at = idAt, idAt + k * n - 1 do
+    local id = ARGV[at]
+    if not id or id == '' then return fail('no id of a settlement of an "again"') end
+  end
+  local ids = againIds
+  for c = 1, n do
+    for r = 1, k do ids[r] = ARGV[idAt + (r - 1) * n + c - 1] end
+    local level, resetMs = againAlgorithms[c].settleAgain(againSpecs[c], againAdmitted[c], KEYS[keyBase + c], nowMs, ids, k)
+    settleReplies[c] = fmt(level) .. ' ' .. whole(resetMs)
+  end
+  if n == 1 then return settleReplies[1] end
+  return table.concat(settleReplies, ' ', 1, n)
+end
+
 -- In a batch, requests on the same limits share their arguments ('@<r>': the same ARGV indexes): a
 -- check's algorithm, cost and limit are read once per shared index, { algorithm, cost, spec } (made
 -- at the batch's first reference back: a batch of different limits makes none)
@@ -533,6 +591,26 @@ local function againStored(c)
   return stored
 end
 
+-- The checks of the request an "again" repeats, read into evAlgorithm, evSpec and evCost (each from
+-- its shared entry, or its algorithm's kept spec: no entry made here, an "again" is the last use of its
+-- arguments in most batches); every algorithm must have `step`. Returns nil, or an error reply.
+local function readAgainChecks(n, first, last, step, refusal)
+  if not againLines then againLines = {} end
+  if not evAlgorithm then
+    evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply = {}, {}, {}, {}, {}, {}, {}, {}
+  end
+  local i = first
+  for c = 1, n do
+    local algorithm, cost, spec = readCheck(i, c, oneAt and oneAt[i] and true)
+    if not algorithm then return cost end -- the error reply
+    if not algorithm[step] then return fail(refusal) end
+    i = i + 2 + algorithm.arity
+    evAlgorithm[c], evSpec[c], evCost[c] = algorithm, spec, cost
+  end
+  if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+  return nil
+end
+
 --[[
 "again" (in a batch): k more acquires exactly like the request before it (the same keys and
 arguments: a hot client's identical requests of one batch), decided one after the other right after
@@ -541,26 +619,13 @@ ones: a denial writes nothing, so every later one is denied alike), the call's c
 string state as the request before left it ('' for none). The gateway decides the k from those
 states with the TypeScript twin of the algorithms (engine.ts, redis/reply.ts) and checks that it
 admits as many. The k send no arguments and get no reply of their own: reading those and writing
-them was most of what a hot decision cost Redis (issue 16). Only algorithms with a string state (not
-`ownsKey`: the gateway never sends an "again" of a concurrency slot), each by its own `again`.
+them was most of what a hot decision cost Redis (issue 16). Only algorithms with a string state, each
+by its own `again` (takes of slots have theirs: takeAgain, below).
 ]]
 local function againRequest(keyBase, n, first, last, k)
-  if not againLines then againLines = {} end
-  if not evAlgorithm then
-    evAlgorithm, evSpec, evCost, evAllowed, evX, evY, evZ, evReply = {}, {}, {}, {}, {}, {}, {}, {}
-  end
-  local i = first
-  for c = 1, n do
-    -- the request before read these arguments: its shared entry, or its algorithm's kept spec (no
-    -- entry made here: an "again" is the last use of its arguments in most batches)
-    local algorithm, cost, spec = readCheck(i, c, oneAt and oneAt[i] and true)
-    if not algorithm then return cost end -- the error reply
-    if not algorithm.again then return fail('"again" of a limit whose algorithm cannot repeat (it keeps its own key)') end
-    i = i + 2 + algorithm.arity
-    evAlgorithm[c], evSpec[c], evCost[c] = algorithm, spec, cost
-    againLines[c + 2] = stateOf(algorithm, KEYS[keyBase + c]) or ''
-  end
-  if i ~= last + 1 then return fail('unexpected arguments after the last check') end
+  local bad = readAgainChecks(n, first, last, 'again', '"again" of a limit whose algorithm cannot repeat (it keeps its own key)')
+  if bad then return bad end
+  for c = 1, n do againLines[c + 2] = stateOf(evAlgorithm[c], KEYS[keyBase + c]) or '' end
   -- all or nothing: the first `admitted` requests pass every limit, where `admitted` is the fewest any
   -- limit alone admits (a limit's state changes only when a request is admitted, by all of them)
   local admitted = k
@@ -583,6 +648,71 @@ local function againRequest(keyBase, n, first, last, k)
   return table.concat(againLines, '\n', 1, n + 2)
 end
 
+
+--[[
+"again" after a take of slots (in a batch): k more acquires exactly like the request before it, every
+check of which holds slots (concurrency), each sending only its ids (one per check) after the header,
+request after request: ARGV[idAt ..]. Decided as k requests in a row: the first `admitted` pass (a
+check alone admits as many as it has free slots; a denial writes nothing, so every later one is denied
+alike), and each check's slots are added in one command (issue 16: a take cost its own header, reply
+and ZADD). Replies one string, lines separated by '\n': admitted, the call's clock, then each check's
+live slots before the k; the gateway tells each request its outcome from those (redis/reply.ts).
+Where that would not be what k requests in a row do (one of the ids already in its set or repeated
+among them, which a gateway never sends, or a lease that would expire as it is taken), or k is 1, each
+request is decided on its own, and the reply is '=' and then their replies, a line each.
+]]
+local function takeAgain(keyBase, n, first, last, k, idAt)
+  local bad = readAgainChecks(n, first, last, 'takeAgain', '"again" of a take whose algorithm cannot repeat it')
+  if bad then return bad end
+  for at = idAt, idAt + k * n - 1 do
+    local id = ARGV[at]
+    if not id or id == '' then return fail('no id of a check of an "again"') end
+  end
+  -- one alone costs no more decided on its own than its ZMSCORE would
+  local together = k > 1
+  for c = 1, together and n or 0 do
+    local ids = againIds
+    for r = 1, k do ids[r] = ARGV[idAt + (r - 1) * n + c - 1] end
+    if not evAlgorithm[c].takeAgain(evSpec[c], KEYS[keyBase + c], nowMs, ids, k) then
+      together = false
+      break
+    end
+  end
+  if not together then
+    for r = 1, k do
+      local reply = acquireRequest(keyBase, n, first, last, true, idAt + (r - 1) * n)
+      if type(reply) ~= 'string' then return reply end -- an error reply
+      againLines[r + 1] = reply
+    end
+    againLines[1] = '='
+    return table.concat(againLines, '\n', 1, k + 1)
+  end
+  -- all or nothing: the first `admitted` pass every check (each check alone admits its free slots)
+  local admitted = k
+  for c = 1, n do
+    local held = evAlgorithm[c].held(evSpec[c], KEYS[keyBase + c], nowMs)
+    local free = evSpec[c].max - held
+    evY[c] = held
+    if free < admitted then admitted = free end
+  end
+  if admitted < 0 then admitted = 0 end
+  for c = 1, n do
+    local key, held = KEYS[keyBase + c], evY[c]
+    if admitted > 0 then
+      local ids = againIds
+      for r = 1, admitted do ids[r] = ARGV[idAt + (r - 1) * n + c - 1] end
+      evAlgorithm[c].chargeAgain(evSpec[c], key, nowMs, minTtlMs, held, ids, admitted)
+    end
+    -- the ones denied: a check they find full drops its expired slots, as its hold does
+    if admitted < k then
+      local heldThen = held + admitted
+      evAlgorithm[c].hold(evSpec[c], evCost[c], nowMs, heldThen < evSpec[c].max, heldThen, key)
+    end
+    againLines[c + 2] = fmt(held)
+  end
+  againLines[1], againLines[2] = fmt(admitted), nowText
+  return table.concat(againLines, '\n', 1, n + 2)
+end
 
 --[[
 One call: `keys` and `argv` are its KEYS and ARGV. As a Redis Function (Redis >= 7: acquire-script.ts
@@ -655,8 +785,8 @@ local function run(keys, argv)
   local numbers, refs = numbers, refs
   local keyBase = 0
   local i = 5
-  -- the request before, which an "again" repeats: its operation, keys and arguments
-  local lastOperation, lastKeyBase, lastN, lastFirst, lastLast
+  -- the request before, which an "again" repeats: its operation, keys, arguments and number of ids
+  local lastOperation, lastKeyBase, lastN, lastFirst, lastLast, lastIds
   for j = 1, m do
     local requestOperation = ARGV[i]
     if requestOperation == 'again' then
@@ -666,12 +796,26 @@ local function run(keys, argv)
         k = tonumber(kText) or false
         numbers[kText], headerTexts = k, headerTexts + 1
       end
-      if not (k and k >= 1 and k == math.floor(k) and lastOperation == 'acquire') then
+      if not (k and k >= 1 and k == math.floor(k)
+          and (lastOperation == 'acquire' or lastOperation == 'settle')) then
         return fail('bad header of request ' .. j)
       end
-      replies[j] = againRequest(lastKeyBase, lastN, lastFirst, lastLast, k)
-      firsts[j], lasts[j] = lastFirst, lastLast
-      i = i + 2
+      if lastOperation == 'acquire' and lastIds == 0 then
+        replies[j] = againRequest(lastKeyBase, lastN, lastFirst, lastLast, k)
+        firsts[j], lasts[j] = lastFirst, lastLast
+        i = i + 2
+      else
+        -- takes or give-backs of slots: each of the k sends its ids, one per check of the request before
+        if not (lastIds == lastN and i + 1 + k * lastN <= argCount) then return fail('bad header of request ' .. j) end
+        if lastOperation == 'acquire' then
+          replies[j] = takeAgain(lastKeyBase, lastN, lastFirst, lastLast, k, i + 2)
+        else
+          replies[j] = settleAgain(lastKeyBase, lastN, lastFirst, lastLast, k, i + 2)
+        end
+        -- its ids are not those of one request: nothing may refer back to it
+        firsts[j], lasts[j] = lastFirst, false
+        i = i + 2 + k * lastN
+      end
     else
       local nText, argcText = ARGV[i + 1], ARGV[i + 2]
       local n = nText and numbers[nText]
@@ -737,6 +881,7 @@ local function run(keys, argv)
         end
       end
       lastOperation, lastKeyBase, lastN, lastFirst, lastLast = requestOperation, keyBase, n, first, last
+      lastIds = idCounts and idCounts[j] or 0
       keyBase = keyBase + n
       i = nextI
     end

@@ -494,11 +494,11 @@ describe('batching changes the cost, never a result', () => {
     expect(await admin.exists(key('y'))).toBe(0);
   });
 
-  it('an "again" of a concurrency slot is refused in its place; one with no acquire before it fails the batch', async () => {
+  it('an "again" of a concurrency take sends its own lease ids and is decided in a row; one without them, or with no acquire before it, fails the batch', async () => {
     const key = (name: string) => `${PREFIX}${limitKey('', 'again-bad', '', name)}`;
     const bucket = ['token-bucket', '1', '5', '1', '1000', '0', 'T5/1/1000'];
     // the limit's values, then the request's id (its lease id)
-    const slots = ['concurrency', '1', '5', '60000', 'lease-1'];
+    const slots = ['concurrency', '1', '2', '60000', 'lease-1'];
     const reply = (await batched.client.sluiceAcquire(
       2,
       key('slots'),
@@ -508,14 +508,16 @@ describe('batching changes the cost, never a result', () => {
       '',
       '4',
       ...['acquire', '1', String(slots.length), ...slots],
-      ...['again', '2'],
+      ...['again', '2', 'lease-2', 'lease-3'],
       ...['acquire', '1', String(bucket.length), ...bucket],
       ...['again', '3'],
     )) as unknown[];
     expect(reply).toHaveLength(4);
     expect(String(reply[0]).split(' ')[0]).toBe('1');
-    expect(reply[1]).toBeInstanceOf(Error);
-    expect(String(reply[1])).toMatch(/cannot repeat/);
+    // of the 2 more takes, 1 admitted (max 2), with 1 slot held before them
+    const [admitted, , heldBefore] = String(reply[1]).split('\n');
+    expect([admitted, heldBefore]).toEqual(['1', '1']);
+    expect((await admin.zrange(key('slots'), 0, -1)).sort()).toEqual(['lease-1', 'lease-2']);
     // the bucket's request, then 3 more alike: how many admitted, the clock, the state the first left
     expect(String(reply[3]).split('\n')[0]).toBe('3');
     expect(String(reply[3]).split('\n')[2]?.split(' ')[0]).toBe('4');
@@ -523,6 +525,18 @@ describe('batching changes the cost, never a result', () => {
     await expect(
       batched.client.sluiceAcquire(1, key('bucket'), 'batch', '', '', '1', ...['again', '2']),
     ).rejects.toThrow(/bad header of request 1/);
+    await expect(
+      batched.client.sluiceAcquire(
+        1,
+        key('slots'),
+        'batch',
+        '',
+        '',
+        '2',
+        ...['acquire', '1', String(slots.length), ...slots],
+        ...['again', '2'],
+      ),
+    ).rejects.toThrow(/bad header of request 2/);
   });
 
   it("a settlement asked alone waits one turn more, for the next turn's decisions to ride with; alone, it still goes", async () => {
@@ -690,7 +704,7 @@ describe("a batch's shared arguments", () => {
 });
 
 describe("a batch's slot ids", () => {
-  it('concurrency takes and give-backs on one limit send its numbers once: each request its key, header and lease id', async () => {
+  it('concurrency takes and give-backs on one limit in a row send its key and numbers once: each request its lease id', async () => {
     const spec = { algorithm: 'concurrency', max: 10, leaseMs: 60_000 } as const;
     const key = limitKey('', 'slot-ids', '', 'client');
     const stop = await watchScriptCalls(`${PREFIX}${key}`);
@@ -716,14 +730,113 @@ describe("a batch's slot ids", () => {
     const sent = await stop();
     expect(sent).toHaveLength(2);
     for (const call of sent) {
-      // the limit's numbers once; the 5 other requests refer back to them and send their own id
+      // the limit's numbers once; every request's own lease id once
       expect(call.filter((arg) => arg === 'concurrency')).toHaveLength(1);
-      expect(call.filter((arg) => arg === '@1')).toHaveLength(5);
       for (const check of checks) expect(call.filter((arg) => arg === check.leaseId)).toHaveLength(1);
     }
-    // a give-back after the first: its header ('settle', '1', '@1') and its lease id, nothing else
-    const giveBacks = sent[1]!;
-    expect(giveBacks.slice(-4)).toEqual(['settle', '1', '@1', 'slot-5']);
+    // the takes in a row, and the give-backs of slots taken by one call in a row: the 5 after the
+    // first ride as its "again", each sending its lease id and nothing else
+    for (const call of sent) {
+      expect(call.slice(-7)).toEqual(['again', '5', 'slot-1', 'slot-2', 'slot-3', 'slot-4', 'slot-5']);
+    }
+  });
+
+  it('give-backs ride as an "again" only when they are alike: slots of another admission, or a cost settled, go on their own', async () => {
+    const spec = { algorithm: 'concurrency', max: 10, leaseMs: 60_000 } as const;
+    const bucket = {
+      algorithm: 'token-bucket',
+      capacity: 100,
+      refill: 1,
+      periodMs: 1_000,
+      maxDebt: 0,
+    } as const;
+    const key = limitKey('', 'slot-ids-mixed', '', 'client');
+    const bucketKey = limitKey('', 'slot-ids-mixed', 'b', 'client');
+    const take = (leaseId: string, atMs: number) =>
+      clock.at(atMs, () => batched.acquire([{ key, spec, cost: 1, leaseId }]));
+    const early = await Promise.all(['e-0', 'e-1'].map((id) => take(id, 1_700_000_000_000)));
+    const late = await Promise.all(['l-0', 'l-1'].map((id) => take(id, 1_700_000_000_050)));
+    await clock.at(1_700_000_000_050, () => batched.acquire([{ key: bucketKey, spec: bucket, cost: 5 }]));
+    const stop = await watchScriptCalls(`${PREFIX}${key}`);
+    const giveBack = (leaseId: string, atMs: number) => ({
+      key,
+      spec,
+      delta: 0,
+      admittedAtMs: atMs,
+      leaseId,
+    });
+    const settled = await clock.at(1_700_000_000_100, () =>
+      Promise.all([
+        batched.settle([giveBack('e-0', early[0]!.atMs!)]),
+        batched.settle([giveBack('e-1', early[1]!.atMs!)]),
+        batched.settle([giveBack('l-0', late[0]!.atMs!)]),
+        // a give-back beside a cost settled: applied on its own, never as one more give-back
+        batched.settle([
+          giveBack('l-1', late[1]!.atMs!),
+          { key: bucketKey, spec: bucket, delta: -2, admittedAtMs: 1_700_000_000_050 },
+        ]),
+      ]),
+    );
+    // (the bucket refilled a little in the 50 ms since its charge)
+    expect(settled.map((s) => s.map((limit) => Math.floor(limit.level)))).toEqual([[0], [0], [0], [0, 97]]);
+    expect(await admin.zcard(`${PREFIX}${key}`)).toBe(0);
+    const [call] = await stop();
+    // one "again" of one rider (e-1 after e-0); l-0 and l-1 each their own request
+    expect(call!.filter((arg) => arg === 'again')).toHaveLength(1);
+    expect(call!.slice(call!.indexOf('again'), call!.indexOf('again') + 3)).toEqual(['again', '1', 'e-1']);
+    expect(call!.filter((arg) => arg === 'settle')).toHaveLength(3);
+  });
+
+  it('an "again" of a settlement that is not a give-back is refused in its place; one of a settlement without ids, or short of its ids, fails the call', async () => {
+    const key = (name: string) => `${PREFIX}${limitKey('', 'again-settle-bad', '', name)}`;
+    // a token bucket's settlement: name, 5 values, delta, admittedAtMs, refundMax
+    const bucket = ['token-bucket', '5', '1', '1000', '0', 'T5/1/1000', '-1', '0', ''];
+    // a slot given back: name, 2 values, delta 0, admittedAtMs, no refund, then its lease id
+    const slot = ['concurrency', '5', '60000', '0', '0', '', 'lease-1'];
+    // the same with a delta: not a give-back
+    const charged = ['concurrency', '5', '60000', '1', '0', '', 'lease-1'];
+    const reply = (await batched.client.sluiceAcquire(
+      2,
+      key('slots'),
+      key('slots'),
+      'batch-repeats',
+      '',
+      '',
+      '4',
+      ...['settle', '1', String(charged.length), ...charged],
+      ...['again', '1', 'lease-x'],
+      ...['settle', '1', String(slot.length), ...slot],
+      ...['again', '2', 'lease-2', 'lease-3'],
+    )) as unknown[];
+    expect(reply).toHaveLength(4);
+    expect(reply[1]).toBeInstanceOf(Error);
+    expect(String(reply[1])).toMatch(/not a give-back/);
+    expect(reply[2]).toBe('0 0');
+    expect(reply[3]).toBe('0 0');
+    await expect(
+      batched.client.sluiceAcquire(
+        1,
+        key('bucket'),
+        'batch',
+        '',
+        '',
+        '2',
+        ...['settle', '1', String(bucket.length), ...bucket],
+        ...['again', '1'],
+      ),
+    ).rejects.toThrow(/bad header of request 2/);
+    await expect(
+      batched.client.sluiceAcquire(
+        1,
+        key('slots'),
+        'batch',
+        '',
+        '',
+        '2',
+        ...['settle', '1', String(slot.length), ...slot],
+        ...['again', '2', 'lease-2'],
+      ),
+    ).rejects.toThrow(/bad header of request 2/);
   });
 
   it('a request without its id, or with an empty one, fails alone; a reference to a request whose values were bad fails the call', async () => {

@@ -14,6 +14,7 @@
 import { Cluster } from 'ioredis';
 import { ACQUIRE_FUNCTION } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
+import { algorithmOf } from './algorithms/index.js';
 import { assertChecks, assertSettlements, decisionOf } from './engine.js';
 import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
 import { BatchingChannel } from './redis/batching.js';
@@ -29,7 +30,13 @@ import {
 } from './redis/client.js';
 import { acquireAcrossSlots, type SlotGroupCalls, settleAcrossSlots } from './redis/cross-slot.js';
 import { FunctionLibrary, isFunctionMissing, type ScriptMode } from './redis/function-library.js';
-import { decisionOfReply, decisionsAgainOfReply, settledOfReply } from './redis/reply.js';
+import {
+  decisionOfReply,
+  decisionsAgainOfReply,
+  decisionsOfTakesReply,
+  settledAgainOfReply,
+  settledOfReply,
+} from './redis/reply.js';
 import {
   acquireArgs,
   defineAcquireCommand,
@@ -268,8 +275,9 @@ export class RedisStore implements Store {
       this.#minTtlMs,
       decisionOfReply,
       checks,
-      // a concurrency slot is per request (its lease id) and its state a sorted set: never "again"
-      ids === undefined ? decisionsAgainOfReply : undefined,
+      // one more like the request before it in a batch: limits of a string state, read back from it,
+      // or slots only, each request sending its lease ids
+      ids === undefined ? decisionsAgainOfReply : onlySlots(checks) ? decisionsOfTakesReply : undefined,
     );
   }
 
@@ -285,6 +293,8 @@ export class RedisStore implements Store {
       this.#minTtlMs,
       settledOfReply,
       settlements,
+      // slots given back and nothing else: a batch may send it as one more like the give-back before
+      operation === 'settle' && onlyGiveBacks(settlements) ? settledAgainOfReply : undefined,
     );
   }
 
@@ -303,6 +313,31 @@ export class RedisStore implements Store {
   #evalsha(numberOfKeys: number, keysAndArgs: string[]): Promise<unknown> {
     return this.client.sluiceAcquire(numberOfKeys, ...keysAndArgs).then(undefined, rejectAsStoreError);
   }
+}
+
+/** Every check takes a slot (its lease id): acquire.lua's takeAgain may decide it. */
+function onlySlots(checks: readonly LimitCheck[]): boolean {
+  for (let i = 0; i < checks.length; i++) {
+    const { spec, leaseId } = checks[i]!;
+    if (leaseId === undefined || algorithmOf(spec).slots === undefined) return false;
+  }
+  return true;
+}
+
+/** Every settlement gives a slot back (its lease id) and changes no cost: acquire.lua's settleAgain may apply it. */
+function onlyGiveBacks(settlements: readonly Settlement[]): boolean {
+  for (let i = 0; i < settlements.length; i++) {
+    const { spec, delta, leaseId, refundMax } = settlements[i]!;
+    if (
+      delta !== 0 ||
+      leaseId === undefined ||
+      refundMax !== undefined ||
+      algorithmOf(spec).slots === undefined
+    ) {
+      return false;
+    }
+  }
+  return true;
 }
 
 function rejectAsStoreError(error: unknown): never {

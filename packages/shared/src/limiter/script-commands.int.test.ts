@@ -17,17 +17,24 @@ afterAll(async () => {
   await redis?.close();
 });
 
-/** The commands scripts run on keys holding `marker` while `work` runs: `["ZCOUNT", …]`. */
-async function scriptCommands(marker: string, work: () => Promise<unknown>): Promise<string[]> {
+/** The commands scripts run on keys holding `marker` while `work` runs, whole: `[["ZCOUNT", key, …], …]`. */
+async function scriptCommandLines(marker: string, work: () => Promise<unknown>): Promise<string[][]> {
   const monitor = await new Redis(REDIS_URL).monitor();
-  const seen: string[] = [];
+  const seen: string[][] = [];
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source.includes('lua') && args.some((arg) => arg.includes(marker))) seen.push(args[0]!.toUpperCase());
+    if (source.includes('lua') && args.some((arg) => arg.includes(marker))) {
+      seen.push([args[0]!.toUpperCase(), ...args.slice(1)]);
+    }
   });
   await work();
   await new Promise((resolve) => setTimeout(resolve, 200)); // the monitor's lines arrive after the replies
   monitor.disconnect();
   return seen;
+}
+
+/** The commands scripts run on keys holding `marker` while `work` runs: `["ZCOUNT", …]`. */
+async function scriptCommands(marker: string, work: () => Promise<unknown>): Promise<string[]> {
+  return (await scriptCommandLines(marker, work)).map((line) => line[0]!);
 }
 
 describe('Redis commands inside the script, per decision', () => {
@@ -45,12 +52,12 @@ describe('Redis commands inside the script, per decision', () => {
     expect(await redis.admin.exists(redis.prefix + key)).toBe(0); // every slot back: nothing left
   });
 
-  it('a batch of takes on one key counts it once, pushes its expiry once and drops expired leases once; a give-back is one ZREM', async () => {
+  it('a batch of takes on one key counts it once, pushes its expiry once and drops expired leases once; the takes in a row after the first are checked with one ZMSCORE and added with one ZADD', async () => {
     const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 5, leaseMs: 35_000 };
     const key = limitKey('', 'commands', 'inflight:slots', `hot-slots-${Date.now()}`);
     const leaseIds = Array.from({ length: 8 }, (_, i) => `lease-${i}`);
     let taken: { allowed: boolean; level: number; atMs: number }[] = [];
-    const takes = await scriptCommands(key, async () => {
+    const takes = await scriptCommandLines(key, async () => {
       // asked in one event-loop turn: one batched script call
       taken = await Promise.all(
         leaseIds.map((leaseId) =>
@@ -60,8 +67,18 @@ describe('Redis commands inside the script, per decision', () => {
         ),
       );
     });
-    // the three denials: the expired leases dropped once
-    expect(takes).toEqual(['ZCOUNT', 'ZADD', 'PEXPIRE', 'ZADD', 'ZADD', 'ZADD', 'ZADD', 'ZREMRANGEBYSCORE']);
+    // the first take on its own; the 7 after it: their ids checked new at once, the 4 that fit added
+    // at once, and for the three denials the expired leases dropped once
+    expect(takes.map((line) => line[0])).toEqual([
+      'ZCOUNT',
+      'ZADD',
+      'PEXPIRE',
+      'ZMSCORE',
+      'ZADD',
+      'ZREMRANGEBYSCORE',
+    ]);
+    expect(takes[3]!.slice(2)).toEqual(leaseIds.slice(1));
+    expect(takes[4]!.slice(2).filter((_, i) => i % 2 === 1)).toEqual(leaseIds.slice(1, 5));
     expect(taken.map((t) => t.allowed)).toEqual([true, true, true, true, true, false, false, false]);
     expect(taken.map((t) => t.level)).toEqual([1, 2, 3, 4, 5, 5, 5, 5]);
     expect(await redis.admin.pttl(redis.prefix + key)).toBeGreaterThan(30_000);
@@ -76,9 +93,47 @@ describe('Redis commands inside the script, per decision', () => {
       const [, , a, b, c] = await Promise.all([release(0), release(1), take('x'), take('y'), take('z')]);
       retaken = [a, b, c];
     });
-    expect(mixed).toEqual(['ZREM', 'ZREM', 'ZCOUNT', 'ZADD', 'PEXPIRE', 'ZADD', 'ZREMRANGEBYSCORE']);
+    // (the give-backs: the second rides on the first, one ZREM each; the takes: the 2 after the first
+    // checked at once, one added)
+    expect(mixed).toEqual([
+      'ZREM',
+      'ZREM',
+      'ZCOUNT',
+      'ZADD',
+      'PEXPIRE',
+      'ZMSCORE',
+      'ZADD',
+      'ZREMRANGEBYSCORE',
+    ]);
     expect(retaken).toEqual([true, true, false]);
     expect(await redis.admin.zcard(redis.prefix + key)).toBe(5);
+  });
+
+  it('give-backs in a row of slots taken by one call: the first a ZREM of its own, the rest one ZREM of all their leases', async () => {
+    const spec: ConcurrencySpec = { algorithm: 'concurrency', max: 10, leaseMs: 35_000 };
+    const key = limitKey('', 'commands', 'inflight:slots', `burst-${Date.now()}`);
+    const leaseIds = Array.from({ length: 6 }, (_, i) => `burst-${i}`);
+    // taken in one batch: one admission clock
+    const taken = await Promise.all(
+      leaseIds.map((leaseId) => redis.store.acquire([{ key, spec, cost: 1, leaseId }])),
+    );
+    expect(new Set(taken.map((d) => d.atMs)).size).toBe(1);
+    let settled: unknown[] = [];
+    const lines = await scriptCommandLines(key, async () => {
+      settled = await Promise.all(
+        leaseIds.map((leaseId, i) =>
+          redis.store.settle([{ key, spec, delta: 0, admittedAtMs: taken[i]!.atMs!, leaseId }]),
+        ),
+      );
+    });
+    const fullKey = redis.prefix + key;
+    expect(lines).toEqual([
+      ['ZREM', fullKey, 'burst-0'],
+      ['ZREM', fullKey, 'burst-1', 'burst-2', 'burst-3', 'burst-4', 'burst-5'],
+    ]);
+    // each give-back is answered as alone: its slot back (a give-back's level is not counted: 0)
+    expect(settled).toEqual(leaseIds.map(() => [{ level: 0, remaining: 10, resetMs: 0 }]));
+    expect(await redis.admin.exists(fullKey)).toBe(0);
   });
 
   it('a token-bucket decision: GET and SET of its one key', async () => {

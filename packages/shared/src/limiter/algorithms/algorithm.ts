@@ -238,9 +238,14 @@ export interface Algorithm<
    * Present when its admissions are slots held for the whole exchange (concurrency): each request
    * takes one (cost 1) under an id of its own, gives it back when the exchange ends, and its denials
    * are never remembered (a slot may come back any moment). `withLifetime` is the spec a slot is
-   * taken with: the taking gateway sets how long it is held at most.
+   * taken with: the taking gateway sets how long it is held at most. `takeVerdict` is what a take
+   * finds with `held` slots live before it, taken or not (the request it belongs to was admitted or
+   * denied): how the gateway reads takes decided in a row by one command (acquire.lua's takeAgain).
    */
-  readonly slots?: { withLifetime(spec: Spec, leaseMs: number): Spec };
+  readonly slots?: {
+    withLifetime(spec: Spec, leaseMs: number): Spec;
+    takeVerdict(spec: Spec, held: number, taken: boolean): Verdict;
+  };
 
   /** Its limits in the rule format. */
   readonly rule: LimitFormat<Spec, Fields, Stored>;

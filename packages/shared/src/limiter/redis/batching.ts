@@ -9,8 +9,9 @@
  * charged rule's settlement otherwise cost a script call of their own under load (issue 16). An
  * acquire exactly like the request just before it (the same keys and limits: a hot client) rides on
  * that request as an "again" of the script: no arguments and no reply of its own, its decision made
- * here from the state the request before left (see `AgainDecoder`). A failed batch call fails each of
- * its requests with the same `StoreError`.
+ * here from the state the request before left (see `AgainDecoder`). Takes of slots in a row on the
+ * same keys ride the same way, and so do give-backs of slots taken by one call, each sending only its
+ * lease ids: one ZADD, or one ZREM, of them all. A failed batch call fails each of its requests with the same `StoreError`.
  */
 import type { Writable } from 'node:stream';
 import { StoreError } from '../store.js';
@@ -55,23 +56,31 @@ interface PendingCall {
   again: PendingCall[] | undefined;
 }
 
-/** `request` may ride as an "again" of `before`: both acquires that allow it, on the same keys and limits. */
+/**
+ * `request` may ride as an "again" of `before`: both allow it and make the same operation on the same
+ * keys and limits; a take or give-back of slots sends its own lease ids, one per key.
+ */
 function isAgainOf(request: PendingCall, before: PendingCall | undefined): boolean {
   if (
     before === undefined ||
     request.decodeAgain === undefined ||
-    before.decodeAgain !== request.decodeAgain
+    before.decodeAgain !== request.decodeAgain ||
+    before.operation !== request.operation
   ) {
     return false;
   }
+  const n = request.keys.length;
+  if (request.args !== before.args || n !== before.keys.length) return false;
+  // ids (slots): one per key, the request before sending as many; none only for an acquire
+  const ids = request.ids;
   if (
-    request.args !== before.args ||
-    request.ids !== undefined ||
-    request.keys.length !== before.keys.length
+    ids === undefined
+      ? request.operation !== 'acquire' || before.ids !== undefined
+      : ids.length !== n || before.ids?.length !== n
   ) {
     return false;
   }
-  for (let i = 0; i < request.keys.length; i++) if (request.keys[i] !== before.keys[i]) return false;
+  for (let i = 0; i < n; i++) if (request.keys[i] !== before.keys[i]) return false;
   return true;
 }
 
@@ -287,7 +296,7 @@ export class BatchingChannel implements ScriptChannel {
     let length = batch.keyCount + 4;
     let repeats = false;
     for (let j = 0; j < requests.length; j++) {
-      const { args, ids, again } = requests[j]!;
+      const { operation, args, ids, again } = requests[j]!;
       entries++;
       if (firstUse.has(args)) length += 3;
       else {
@@ -298,13 +307,16 @@ export class BatchingChannel implements ScriptChannel {
       if (again !== undefined) {
         entries++;
         length += 2;
-        repeats = true;
+        // takes decide on what the request before left (a string state kept pending, a count of
+        // slots followed); slots' riders send their own lease ids after the header
+        if (operation === 'acquire') repeats = true;
+        if (ids !== undefined) for (const rider of again) length += rider.ids!.length;
       }
     }
     const keysAndArgs: string[] = new Array(length);
     let k = 0;
     let a = batch.keyCount;
-    // an "again" decides on its keys request after request: their states are kept pending
+    // an acquire's "again" decides on its keys request after request: what they hold is kept pending
     keysAndArgs[a++] = repeats || keysRepeat(requests) ? 'batch-repeats' : 'batch';
     keysAndArgs[a++] = nowMs;
     keysAndArgs[a++] = minTtlMs;
@@ -327,6 +339,12 @@ export class BatchingChannel implements ScriptChannel {
         entry++;
         keysAndArgs[a++] = 'again';
         keysAndArgs[a++] = String(again.length);
+        if (ids !== undefined) {
+          for (const rider of again) {
+            const riderIds = rider.ids!;
+            for (let i = 0; i < riderIds.length; i++) keysAndArgs[a++] = riderIds[i]!;
+          }
+        }
       }
     }
     this.#send(batch.keyCount, keysAndArgs).then(

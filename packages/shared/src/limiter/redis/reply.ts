@@ -94,6 +94,50 @@ export function decisionsAgainOfReply(
 }
 
 /**
+ * A take "again"'s reply (acquire.lua's takeAgain): requests exactly like the one before them in their
+ * batch, every check of which holds slots (`contexts`: each one's checks). Lines: how many the script
+ * admitted (the first ones), its clock, then each check's live slots before them; each request's
+ * outcome follows from those (the algorithm's `slots.takeVerdict`). Or '=' and then each request's own
+ * acquire reply, a line each, where the script decided them one by one.
+ */
+export function decisionsOfTakesReply(
+  reply: unknown,
+  contexts: readonly (readonly LimitCheck[])[],
+): StoreDecision[] {
+  const k = contexts.length;
+  const lines = typeof reply === 'string' ? reply.split('\n') : undefined;
+  const decisions: StoreDecision[] = new Array(k);
+  if (lines !== undefined && lines[0] === '=' && lines.length === k + 1) {
+    for (let r = 0; r < k; r++) decisions[r] = decisionOfReply(lines[r + 1], contexts[r]!);
+    return decisions;
+  }
+  const checks = contexts[0]!;
+  const n = checks.length;
+  if (lines === undefined || lines.length !== n + 2) throw unreadable(reply);
+  const admitted = wholeOrDecimal(lines[0]!);
+  const nowMs = wholeOrDecimal(lines[1]!);
+  if (!(Number.isInteger(admitted) && admitted >= 0 && admitted <= k) || !Number.isFinite(nowMs)) {
+    throw unreadable(reply);
+  }
+  const held: number[] = new Array(n);
+  for (let c = 0; c < n; c++) {
+    held[c] = wholeOrDecimal(lines[c + 2]!);
+    if (!(Number.isInteger(held[c]) && held[c]! >= 0)) throw unreadable(reply);
+  }
+  for (let r = 0; r < k; r++) {
+    const taken = r < admitted;
+    const outcomes: LimitOutcome[] = new Array(n);
+    for (let c = 0; c < n; c++) {
+      const { spec } = checks[c]!;
+      const verdict = algorithmOf(spec).slots!.takeVerdict(spec, held[c]! + (taken ? r : admitted), taken);
+      outcomes[c] = outcomeOf(spec, verdict);
+    }
+    decisions[r] = decisionOf(outcomes, nowMs);
+  }
+  return decisions;
+}
+
+/**
  * A settlement's reply: one string, per settlement its level ('%.17g') and reset (whole ms; -1:
  * dropped, an edit since), separated by single spaces (no settlement: '').
  */
@@ -111,6 +155,19 @@ export function settledOfReply(reply: unknown, settlements: readonly Settlement[
     at = fieldEnd + 1;
     settled[i] = resetMs === -1 ? DROPPED_SETTLEMENT : settledOf(settlements[i]!.spec, level, resetMs);
   }
+  return settled;
+}
+
+/**
+ * An "again" of give-backs (acquire.lua's settleAgain): slots taken by one call given back in a row,
+ * one reply for them all, the one each would have got alone.
+ */
+export function settledAgainOfReply(
+  reply: unknown,
+  contexts: readonly (readonly Settlement[])[],
+): SettledLimit[][] {
+  const settled: SettledLimit[][] = new Array(contexts.length);
+  for (let r = 0; r < contexts.length; r++) settled[r] = settledOfReply(reply, contexts[r]!);
   return settled;
 }
 

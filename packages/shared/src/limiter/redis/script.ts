@@ -55,9 +55,10 @@ export interface ScriptChannel {
   /**
    * Resolves with `decode(reply, context)`, rejects with a `StoreError` (a failed call, or what
    * `decode` threw). The reply is decoded where it arrives: no promise chained per request for it.
-   * `decodeAgain`, for an acquire whose limits keep a string state: a batch may send this request as
-   * one more of the request just before it when that is exactly like it (the same keys and the same
-   * `args` array), and read its decision with `decodeAgain`.
+   * `decodeAgain`, for an acquire whose limits keep a string state or a settlement that only gives
+   * slots back: a batch may send this request as one more of the request just before it when that is
+   * exactly like it (the same operation, keys and `args` array; a give-back sends its own ids), and
+   * read its answer with `decodeAgain`.
    */
   call<T, C>(
     operation: ScriptOperation,

@@ -12,7 +12,8 @@ In a "batch-repeats" call (requests of one batch sharing keys: one client's slot
 a key's live leases are counted once and then followed as the call takes and gives back (one clock,
 and nothing else runs meanwhile, so the count stays exact), and its expiry is pushed out once per
 lease length, and its expired leases are dropped at most once: a hot batch of k takes runs one ZCOUNT,
-k ZADD and one PEXPIRE.
+k ZADD and one PEXPIRE. Takes of a batch in a row on one key (acquire.lua's takeAgain) check their
+new lease ids with one ZMSCORE and add them with one ZADD; give-backs in a row remove theirs with one ZREM.
 
 A snippet of acquire.lua that owns its key (`ownsKey`): it reads and writes its sorted set itself
 instead of the script's GET/SET of a string state. It registers its factory in ALGORITHMS; its
@@ -30,7 +31,8 @@ acquire: admitted iff fewer than max live leases; then ZADD leaseId (now + lease
 whole ms: expiryOf). Level = slots held after the decision; a denial waits 1000 ms (docs/lifecycle.md:
 Retry-After: 1); resetMs is 0.
 settle (ARGV after the 2 values: delta, admittedAtMs, refundMax; only admittedAtMs is read, to follow a
-batch's count): ZREM leaseId. Level 0: a give-back does not count what is left (it would cost a
+batch's count): ZREM leaseId; a batch's give-backs of slots taken by one call, in a row, ZREM all their
+lease ids at once (settleAgain). Level 0: a give-back does not count what is left (it would cost a
 command per request; nothing reads it).
 renew (the script's "renew" operation, same ARGV as settle): a live leaseId's expiry becomes
 now + leaseMs, rounded down (ZADD XX); an expired one is not taken again (its slot may be another
@@ -59,6 +61,8 @@ ALGORITHMS['concurrency'] = function()
   local counted, livesFor, purged
   -- the last lease expiry formatted, and its text (see charge)
   local lastExpiresAt, lastExpiresText
+  -- chargeAgain's ZADD arguments (score, member, ...), reused (1..2k set before they are read)
+  local zaddMembers = {}
   onCallStart(function()
     if pending then
       counted, livesFor, purged = {}, {}, {}
@@ -173,6 +177,54 @@ ALGORITHMS['concurrency'] = function()
         if held and admittedAtMs + s.leaseMs > nowMs then held = held - 1 else held = nil end
         counted[key] = held
         -- the last live lease gone: the key itself may be gone, and its expiry with it
+        if not (held and held > 0) then livesFor[key] = nil end
+      end
+      return 0, 0
+    end,
+
+    -- k takes in a row (acquire.lua's takeAgain) can be decided together: each lease new, none
+    -- repeated, none expiring as it is taken (ZMSCORE needs Redis >= 6.2: on older ones, never)
+    takeAgain = function(s, key, nowMs, ids, k)
+      if not hasExpireGt or expiryOf(nowMs, s.leaseMs) <= nowMs then return false end
+      local seen = {}
+      for r = 1, k do
+        local id = ids[r]
+        if seen[id] then return false end
+        seen[id] = true
+      end
+      local scores = redis.call('ZMSCORE', key, unpack(ids, 1, k))
+      for r = 1, k do
+        if scores[r] then return false end
+      end
+      return true
+    end,
+
+    -- live slots now (takeAgain)
+    held = function(_s, key, nowMs)
+      return live(key, nowMs)
+    end,
+
+    -- k slots taken in one ZADD (takeAgain: new leases, live after now), the key's expiry pushed once
+    chargeAgain = function(s, key, nowMs, minTtlMs, held, ids, k)
+      local expiresAt = expiryOf(nowMs, s.leaseMs)
+      if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
+      local members = zaddMembers
+      for r = 1, k do
+        members[2 * r - 1], members[2 * r] = lastExpiresText, ids[r]
+      end
+      local added = redis.call('ZADD', key, unpack(members, 1, 2 * k))
+      if counted then counted[key] = held + added end
+      expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
+    end,
+
+    -- k given back in a row (acquire.lua's settleAgain), in one ZREM: level, resetMs as settle's
+    settleAgain = function(s, admittedAtMs, key, nowMs, ids, k)
+      local removed = redis.call('ZREM', key, unpack(ids, 1, k))
+      if counted and removed > 0 then
+        -- as `settle`, once per lease removed
+        local held = counted[key]
+        if held and admittedAtMs + s.leaseMs > nowMs then held = held - removed else held = nil end
+        counted[key] = held
         if not (held and held > 0) then livesFor[key] = nil end
       end
       return 0, 0

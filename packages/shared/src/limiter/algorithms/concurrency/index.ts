@@ -71,7 +71,15 @@ export const concurrency: Algorithm<
   fairShare: (spec, gateways) => ({ ...spec, max: Math.max(1, Math.floor(spec.max / gateways)) }),
   chargeCeiling: () => 0,
   defaultRefundMax: () => 0,
-  slots: { withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }) },
+  slots: {
+    withLifetime: (spec, leaseMs) => ({ ...spec, leaseMs }),
+    // as evaluateSlots then charge (taken) or hold: twin of takeAgain in concurrency.lua
+    takeVerdict: (spec, held, taken) => {
+      if (taken) return { allowed: true, level: held + 1, retryAfterMs: 0, resetMs: 0 };
+      const allowed = held < spec.max;
+      return { allowed, level: held, retryAfterMs: allowed ? 0 : CONCURRENCY_RETRY_AFTER_MS, resetMs: 0 };
+    },
+  },
 
   rule: concurrencyFormat,
 };
