@@ -196,6 +196,63 @@ describe('RedisStore on the Redis clock', () => {
     }
   });
 
+  it('an ACL user allowed only what docs/configuration.md lists decides every kind of request', async () => {
+    const user = `sluice-test-${randomUUID()}`;
+    // docs/configuration.md, "What the gateway loads into Redis": @scripting and the commands its scripts run
+    const scriptCommands = ['TIME', 'GET', 'SET', 'DEL', 'PEXPIRE', 'PTTL', 'ZADD', 'ZREM', 'ZCOUNT'];
+    const more = ['ZSCORE', 'ZMSCORE', 'ZREMRANGEBYSCORE'];
+    // what the client itself sends as it connects (INFO: ioredis's ready check)
+    const connecting = ['INFO'];
+    const allowed = [...scriptCommands, ...more, ...connecting].map((name) => `+${name.toLowerCase()}`);
+    await admin.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '-@all', '+@scripting', ...allowed);
+    const limited = new RedisStore(`redis://${user}:secret@127.0.0.1:6379`, {
+      keyPrefix: PREFIX,
+      commandTimeoutMs: 5_000,
+    });
+    try {
+      await limited.ready();
+      expect(limited.scriptMode).toBe('function');
+      const window = { algorithm: 'sliding-window', max: 2, windowMs: 60_000 } as const;
+      const slots = { algorithm: 'concurrency', max: 3, leaseMs: 60_000 } as const;
+      const bucket = { algorithm: 'token-bucket', ...spec } as const;
+      const slotKey = limitKey('', 'acl-docs', 'inflight:slots', 'c');
+      // a bucket and a window, taken and denied; takes in a row (one full) and give-backs in a row
+      const decisions = await Promise.all([
+        limited.acquire([
+          { key: limitKey('', 'acl-docs', 'b', 'c'), spec: bucket, cost: 1 },
+          { key: limitKey('', 'acl-docs', 'w', 'c'), spec: window, cost: 1 },
+        ]),
+        ...Array.from({ length: 4 }, (_, i) =>
+          limited.acquire([{ key: slotKey, spec: slots, cost: 1, leaseId: `acl-${i}` }]),
+        ),
+      ]);
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, false]);
+      const atMs = decisions[1]!.atMs!;
+      const settled = await Promise.all([
+        limited.settle([
+          {
+            key: limitKey('', 'acl-docs', 'b', 'c'),
+            spec: bucket,
+            delta: -1,
+            admittedAtMs: atMs,
+            refundMax: 5,
+          },
+        ]),
+        limited.settle([
+          { key: slotKey, spec: slots, delta: 0, admittedAtMs: atMs, leaseId: 'acl-0', renew: true },
+        ]),
+        ...[0, 1, 2].map((i) =>
+          limited.settle([{ key: slotKey, spec: slots, delta: 0, admittedAtMs: atMs, leaseId: `acl-${i}` }]),
+        ),
+      ]);
+      expect(settled).toHaveLength(5);
+      expect(await admin.exists(`${PREFIX}${slotKey}`)).toBe(0);
+    } finally {
+      await limited.close();
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
   it('functions: false (as on Redis 5 and 6): sends EVAL once per connection, then EVALSHA, and recovers from SCRIPT FLUSH by itself', async () => {
     const fresh = new RedisStore(REDIS_URL, { keyPrefix: PREFIX, commandTimeoutMs: 5_000, functions: false });
     const monitor = await admin.monitor();
