@@ -2,7 +2,8 @@
 // in front of the same upstream, in one run. Same setup as gateway.ts (_lib/stack.ts: servers and a
 // private Redis on CPU 1, load on CPU 0), closed loop only: autocannon, pipelining 1, BENCH_CONNECTIONS
 // connections, one warm-up, BENCH_ROUNDS interleaved rounds of BENCH_SECONDS (bare, a token
-// bucket with nothing to settle as the reference, concurrency, charged), medians. Script calls (FCALL
+// bucket with nothing to settle as the reference, concurrency, charged; with a baseline, each rule on
+// both builds back to back, which first alternating from round to round), medians. Script calls (FCALL
 // or EVALSHA) per response from Redis `INFO commandstats` around each round: a concurrency rule takes
 // 2 (take the slot, give it back), a charged rule 2 (admission, settlement), fewer when batched.
 // Beside req/s, what each request costs: CPU µs per response of the proxy process and of Redis (from
@@ -84,11 +85,28 @@ const scenarios = {
 for (let i = 0; i < ROUNDS; i++) {
   scenarios.bare.push(await cannon(bareUrl, SECONDS, bare.child.pid));
   scenarios.admit.push(await cannon(admitUrl, SECONDS, gateway.child.pid));
-  scenarios.slots.push(await cannon(slotsUrl, SECONDS, gateway.child.pid));
-  scenarios.charged.push(await cannon(chargedUrl, SECONDS, gateway.child.pid));
-  if (baseline) {
-    scenarios.baselineSlots.push(await cannon(`${baseline.url}/slots/item`, SECONDS, baseline.child.pid));
-    scenarios.baselineCharged.push(await cannon(`${baseline.url}/charged/item`, SECONDS, baseline.child.pid));
+  // each rule on this build and on the baseline back to back, which of them first alternating from
+  // round to round: neither build always runs after the other (a machine that drifts within a round
+  // would otherwise show as a difference between builds)
+  for (const [mine, theirs, path] of [
+    ['slots', 'baselineSlots', '/slots/item'],
+    ['charged', 'baselineCharged', '/charged/item'],
+  ] as const) {
+    const runMine = async () =>
+      scenarios[mine].push(await cannon(`${gateway.url}${path}`, SECONDS, gateway.child.pid));
+    if (!baseline) {
+      await runMine();
+      continue;
+    }
+    const runTheirs = async () =>
+      scenarios[theirs].push(await cannon(`${baseline.url}${path}`, SECONDS, baseline.child.pid));
+    if (i % 2 === 0) {
+      await runMine();
+      await runTheirs();
+    } else {
+      await runTheirs();
+      await runMine();
+    }
   }
 }
 const fmt = (n: number, d = 0) => n.toFixed(d);
