@@ -91,9 +91,10 @@ one on every call cost more than a decision). What the factory returns:
             of k requests in a row, how many this limit alone admits (the first ones) and the state
             after charging them (value nil when none is): what evaluate then charge, k times, leave
   takeAgain(spec, key, nowMs, ids, k) -> true when k takes in a row of the slots ids[1..k] can be
-            decided together (none of the ids in the set yet, none repeated), with held(spec, key,
-            nowMs) -> live slots and chargeAgain(spec, key, nowMs, minTtlMs, held, ids, k): k slots
-            added (an algorithm holding slots; see takeAgain)
+            decided together (none of the ids in the set yet, none repeated), with room(spec, key,
+            nowMs) -> held, free (live slots, and how many more it admits) and chargeAgain(spec, key,
+            nowMs, minTtlMs, held, ids, admitted, k): the first `admitted` of the k taken, the rest
+            denied (what evaluate then charge or hold, k times, leave; an algorithm holding slots)
   settleAgain(spec, admittedAtMs, key, nowMs, ids, k) -> level, resetMs   (an algorithm holding slots)
             k give-backs in a row of the slots ids[1..k] taken at admittedAtMs, in as few commands as it
             can: what settle, k times, leaves (and the reply each of them gets)
@@ -320,6 +321,13 @@ local lastAdmittedText, lastAdmittedAtMs
 -- settleRequest's replies of a request of several settlements (set 1..n before they are read)
 local settleReplies = {}
 
+-- A settlement's admittedAtMs from its text, the last one from memory (a batch's give-backs mostly
+-- name the same few admission clocks); nil when it is not a number
+local function admittedAtOf(text)
+  if text ~= lastAdmittedText then lastAdmittedText, lastAdmittedAtMs = text, tonumber(text) end
+  return lastAdmittedAtMs
+end
+
 -- Where the request just read ended its limits' values (the index after the last one): set by
 -- acquireOne, acquireRequest and settleRequest once the values are read, for the batch loop to find
 -- the request's ids (after them) and to count them for a later '@<r>'; nil when they were bad.
@@ -366,12 +374,7 @@ local function settleRequest(keyBase, n, i, last, renewing, idAt)
     i = i + 1 + algorithm.arity
     local delta = ARGV[i]
     if delta == '0' then delta = 0 else delta = tonumber(delta) end -- a give-back: no strtod
-    local admittedText = ARGV[i + 1]
-    local admittedAtMs = lastAdmittedAtMs
-    if admittedText ~= lastAdmittedText then
-      admittedAtMs = tonumber(admittedText)
-      lastAdmittedText, lastAdmittedAtMs = admittedText, admittedAtMs
-    end
+    local admittedAtMs = admittedAtOf(ARGV[i + 1])
     if not (delta and delta > -math.huge and delta < math.huge
         and admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
       return fail('bad delta or admittedAtMs of settlement ' .. k)
@@ -433,12 +436,7 @@ local function settleAgain(keyBase, n, i, last, k, idAt)
     if not spec then return fail('bad limits of settlement ' .. c) end
     i = i + 1 + algorithm.arity
     if ARGV[i] ~= '0' or ARGV[i + 2] ~= '' then return fail('"again" of a settlement that is not a give-back') end
-    local admittedText = ARGV[i + 1]
-    local admittedAtMs = lastAdmittedAtMs
-    if admittedText ~= lastAdmittedText then
-      admittedAtMs = tonumber(admittedText)
-      lastAdmittedText, lastAdmittedAtMs = admittedText, admittedAtMs
-    end
+    local admittedAtMs = admittedAtOf(ARGV[i + 1])
     if not (admittedAtMs and admittedAtMs > -math.huge and admittedAtMs < math.huge) then
       return fail('bad admittedAtMs of settlement ' .. c)
     end
@@ -690,25 +688,15 @@ local function takeAgain(keyBase, n, first, last, k, idAt)
   -- all or nothing: the first `admitted` pass every check (each check alone admits its free slots)
   local admitted = k
   for c = 1, n do
-    local held = evAlgorithm[c].held(evSpec[c], KEYS[keyBase + c], nowMs)
-    local free = evSpec[c].max - held
+    local held, free = evAlgorithm[c].room(evSpec[c], KEYS[keyBase + c], nowMs)
     evY[c] = held
     if free < admitted then admitted = free end
   end
-  if admitted < 0 then admitted = 0 end
   for c = 1, n do
-    local key, held = KEYS[keyBase + c], evY[c]
-    if admitted > 0 then
-      local ids = againIds
-      for r = 1, admitted do ids[r] = ARGV[idAt + (r - 1) * n + c - 1] end
-      evAlgorithm[c].chargeAgain(evSpec[c], key, nowMs, minTtlMs, held, ids, admitted)
-    end
-    -- the ones denied: a check they find full drops its expired slots, as its hold does
-    if admitted < k then
-      local heldThen = held + admitted
-      evAlgorithm[c].hold(evSpec[c], evCost[c], nowMs, heldThen < evSpec[c].max, heldThen, key)
-    end
-    againLines[c + 2] = fmt(held)
+    local ids = againIds
+    for r = 1, admitted do ids[r] = ARGV[idAt + (r - 1) * n + c - 1] end
+    evAlgorithm[c].chargeAgain(evSpec[c], KEYS[keyBase + c], nowMs, minTtlMs, evY[c], ids, admitted, k)
+    againLines[c + 2] = fmt(evY[c])
   end
   againLines[1], againLines[2] = fmt(admitted), nowText
   return table.concat(againLines, '\n', 1, n + 2)

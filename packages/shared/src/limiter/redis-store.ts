@@ -14,7 +14,6 @@
 import { Cluster } from 'ioredis';
 import { ACQUIRE_FUNCTION } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
-import { algorithmOf } from './algorithms/index.js';
 import { assertChecks, assertSettlements, decisionOf } from './engine.js';
 import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
 import { BatchingChannel } from './redis/batching.js';
@@ -276,25 +275,33 @@ export class RedisStore implements Store {
       decisionOfReply,
       checks,
       // one more like the request before it in a batch: limits of a string state, read back from it,
-      // or slots only, each request sending its lease ids
-      ids === undefined ? decisionsAgainOfReply : onlySlots(checks) ? decisionsOfTakesReply : undefined,
+      // or slots only (a lease id per check), each request sending its lease ids
+      ids === undefined
+        ? decisionsAgainOfReply
+        : ids.length === checks.length
+          ? decisionsOfTakesReply
+          : undefined,
     );
   }
 
   /** One "settle" (or, for renewals, "renew") call: `settlements` share one slot on a Cluster. */
   #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
     const operation = settlements[0]!.renew === true ? 'renew' : 'settle';
+    const ids = slotIds(settlements);
     return this.#channel.call(
       operation,
       settleKeys(settlements, this.#keyPrefix),
       settleArgs(settlements),
-      slotIds(settlements),
+      ids,
       nowMs,
       this.#minTtlMs,
       settledOfReply,
       settlements,
-      // slots given back and nothing else: a batch may send it as one more like the give-back before
-      operation === 'settle' && onlyGiveBacks(settlements) ? settledAgainOfReply : undefined,
+      // slots given back (a lease id per settlement) and no cost changed: a batch may send it as one
+      // more like the give-back before
+      operation === 'settle' && ids?.length === settlements.length && changesNoCost(settlements)
+        ? settledAgainOfReply
+        : undefined,
     );
   }
 
@@ -315,27 +322,11 @@ export class RedisStore implements Store {
   }
 }
 
-/** Every check takes a slot (its lease id): acquire.lua's takeAgain may decide it. */
-function onlySlots(checks: readonly LimitCheck[]): boolean {
-  for (let i = 0; i < checks.length; i++) {
-    const { spec, leaseId } = checks[i]!;
-    if (leaseId === undefined || algorithmOf(spec).slots === undefined) return false;
-  }
-  return true;
-}
-
-/** Every settlement gives a slot back (its lease id) and changes no cost: acquire.lua's settleAgain may apply it. */
-function onlyGiveBacks(settlements: readonly Settlement[]): boolean {
+/** No settlement charges, gives back or refunds a cost (a slot's give-back): acquire.lua's settleAgain may apply them. */
+function changesNoCost(settlements: readonly Settlement[]): boolean {
   for (let i = 0; i < settlements.length; i++) {
-    const { spec, delta, leaseId, refundMax } = settlements[i]!;
-    if (
-      delta !== 0 ||
-      leaseId === undefined ||
-      refundMax !== undefined ||
-      algorithmOf(spec).slots === undefined
-    ) {
-      return false;
-    }
+    const { delta, refundMax } = settlements[i]!;
+    if (delta !== 0 || refundMax !== undefined) return false;
   }
   return true;
 }

@@ -54,6 +54,8 @@ ALGORITHMS['concurrency'] = function()
   end
   -- PEXPIRE ... GT needs Redis >= 7 (which is also when scripts see REDIS_VERSION_NUM)
   local hasExpireGt = redis.REDIS_VERSION_NUM ~= nil and redis.REDIS_VERSION_NUM >= 0x070000
+  -- ZMSCORE needs Redis >= 6.2; told apart here only from 7 on
+  local hasZmscore = hasExpireGt
 
   -- In a "batch-repeats" call: key -> its live leases now (counted once, then followed), key -> the
   -- lease length this call already made it live for (nil: not known, or the key may be gone), and
@@ -105,6 +107,20 @@ ALGORITHMS['concurrency'] = function()
     end
   end
 
+  -- nothing charged: allowed, level, retryAfterMs, resetMs
+  local function hold(_s, _cost, nowMs, allowed, held, key)
+    if allowed then return allowed, held, 0, 0 end
+    -- full: drop the expired leases (once per key in a "batch-repeats" call: on its one clock, none
+    -- expires after that)
+    if not counted then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
+    elseif not purged[key] then
+      purged[key] = true
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
+    end
+    return allowed, held, 1000, 0
+  end
+
   return {
     arity = 2,
     ownsKey = true,
@@ -133,19 +149,7 @@ ALGORITHMS['concurrency'] = function()
       return held < s.max, held, key
     end,
 
-    -- nothing charged: allowed, level, retryAfterMs, resetMs
-    hold = function(_s, _cost, nowMs, allowed, held, key)
-      if allowed then return allowed, held, 0, 0 end
-      -- full: drop the expired leases (once per key in a "batch-repeats" call: on its one clock, none
-      -- expires after that)
-      if not counted then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
-      elseif not purged[key] then
-        purged[key] = true
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(nowMs))
-      end
-      return allowed, held, 1000, 0
-    end,
+    hold = hold,
 
     -- charged (written here): level, resetMs
     charge = function(s, _cost, nowMs, minTtlMs, held, key, _z, leaseId)
@@ -183,9 +187,9 @@ ALGORITHMS['concurrency'] = function()
     end,
 
     -- k takes in a row (acquire.lua's takeAgain) can be decided together: each lease new, none
-    -- repeated, none expiring as it is taken (ZMSCORE needs Redis >= 6.2: on older ones, never)
+    -- repeated, none expiring as it is taken (without ZMSCORE, never)
     takeAgain = function(s, key, nowMs, ids, k)
-      if not hasExpireGt or expiryOf(nowMs, s.leaseMs) <= nowMs then return false end
+      if not hasZmscore or expiryOf(nowMs, s.leaseMs) <= nowMs then return false end
       local seen = {}
       for r = 1, k do
         local id = ids[r]
@@ -199,22 +203,33 @@ ALGORITHMS['concurrency'] = function()
       return true
     end,
 
-    -- live slots now (takeAgain)
-    held = function(_s, key, nowMs)
-      return live(key, nowMs)
+    -- live slots now, and how many more fit (takeAgain)
+    room = function(s, key, nowMs)
+      local held = live(key, nowMs)
+      local free = s.max - held
+      if free < 0 then free = 0 end
+      return held, free
     end,
 
-    -- k slots taken in one ZADD (takeAgain: new leases, live after now), the key's expiry pushed once
-    chargeAgain = function(s, key, nowMs, minTtlMs, held, ids, k)
-      local expiresAt = expiryOf(nowMs, s.leaseMs)
-      if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
-      local members = zaddMembers
-      for r = 1, k do
-        members[2 * r - 1], members[2 * r] = lastExpiresText, ids[r]
+    -- of k takes in a row (takeAgain: new leases, live after now), the first `admitted` taken in one
+    -- ZADD, the key's expiry pushed once; the rest denied, which drops expired leases when the set is
+    -- full for them, as `hold` does
+    chargeAgain = function(s, key, nowMs, minTtlMs, held, ids, admitted, k)
+      if admitted > 0 then
+        local expiresAt = expiryOf(nowMs, s.leaseMs)
+        if expiresAt ~= lastExpiresAt then lastExpiresAt, lastExpiresText = expiresAt, fmt(expiresAt) end
+        local members = zaddMembers
+        for r = 1, admitted do
+          members[2 * r - 1], members[2 * r] = lastExpiresText, ids[r]
+        end
+        local added = redis.call('ZADD', key, unpack(members, 1, 2 * admitted))
+        if counted then counted[key] = held + added end
+        expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
       end
-      local added = redis.call('ZADD', key, unpack(members, 1, 2 * k))
-      if counted then counted[key] = held + added end
-      expireWithLease(key, s.leaseMs, minTtlMs, held == 0)
+      if admitted < k then
+        local heldThen = held + admitted
+        hold(s, 1, nowMs, heldThen < s.max, heldThen, key)
+      end
     end,
 
     -- k given back in a row (acquire.lua's settleAgain), in one ZREM: level, resetMs as settle's
