@@ -575,6 +575,47 @@ describe('batching changes the cost, never a result', () => {
     expect(batched.scriptCalls - before).toBe(1);
   });
 
+  it("a decision waits a turn for the next turn's requests, a second while they keep coming, then goes", async () => {
+    const spec = {
+      algorithm: 'token-bucket',
+      capacity: 10,
+      refill: 1,
+      periodMs: 60_000,
+      maxDebt: 0,
+    } as const;
+    const key = limitKey('', 'held', '', `k-${Date.now()}`);
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+    // decisions asked in three turns in a row: one script call, decided in the order asked
+    let before = batched.scriptCalls;
+    const first = batched.acquire([{ key, spec, cost: 4 }]);
+    await turn();
+    const second = batched.acquire([{ key, spec, cost: 4 }]);
+    await turn();
+    const third = batched.acquire([{ key, spec, cost: 4 }]);
+    expect((await first).allowed).toBe(true);
+    expect((await second).allowed).toBe(true);
+    expect((await third).allowed).toBe(false); // 2 left after the two before it
+    expect(batched.scriptCalls - before).toBe(1);
+
+    // a fourth turn in a row is not waited for: a steady stream still leaves every few turns
+    const roomy = { ...spec, capacity: 100 };
+    const other = limitKey('', 'held', '', `o-${Date.now()}`);
+    before = batched.scriptCalls;
+    const asked: Promise<unknown>[] = [];
+    for (let i = 0; i < 4; i++) {
+      asked.push(batched.acquire([{ key: other, spec: roomy, cost: 1 }]));
+      await turn();
+    }
+    await Promise.all(asked);
+    expect(batched.scriptCalls - before).toBe(2);
+
+    // alone, it goes after one empty turn
+    before = batched.scriptCalls;
+    expect((await batched.acquire([{ key: other, spec: roomy, cost: 1 }])).allowed).toBe(true);
+    expect(batched.scriptCalls - before).toBe(1);
+  });
+
   it('a batch far longer than the gateway ever sends (9,000 requests) is decided whole', async () => {
     const key = (i: number) => `${PREFIX}${limitKey('', 'long', '', `k${i % 7}`)}`;
     const bucket = ['token-bucket', '1', '5000', '1', '60000', '0', 'T5000/1/60000'];
