@@ -15,6 +15,12 @@ export interface OpenLoopOptions {
   connections?: number;
   /** sent at the target rate before measuring, not recorded, ms (default 500) */
   warmupMs?: number;
+  /**
+   * Called as the measured window opens (after the warm-up, before the first recorded send) and as it
+   * closes (every recorded response in): a caller reads what the servers did for exactly the
+   * recorded requests (CPU time, Redis counters) between the two.
+   */
+  window?: { opens(): Promise<void>; closes(): Promise<void> };
 }
 
 export interface OpenLoopResult {
@@ -128,12 +134,20 @@ export async function openLoop(
     });
 
   if (warmupMs > 0) await pace(warmupMs);
+  // every response in (or 10 s gone: a server that hangs does not hang the bench)
+  const drained = async () => {
+    const deadline = performance.now() + 10_000;
+    while (inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+  };
+  // the warm-up's last responses come in before the window opens, so none of them counts in it
+  await drained();
+  await options.window?.opens();
   recording = true;
   const measuredStart = performance.now();
   const { sent } = await pace(durationMs);
-  const deadline = performance.now() + 10_000;
-  while (inflight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+  await drained();
   const measuredMs = performance.now() - measuredStart;
+  await options.window?.closes();
   await pool.close().catch(() => pool.destroy());
 
   const achievedRps = (ok + errors) / (measuredMs / 1000);
