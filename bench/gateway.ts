@@ -13,7 +13,7 @@
 // commandstats` around each round and divided by the responses of that round.
 // The gateway batches its script calls (the default: the decisions of one event-loop turn leave as one
 // call), so script calls per request are below 1 under concurrent load, each decision still exact.
-// Open loop: an evenly paced client at half the bare proxy's median rate, interleaved, p99 from the
+// Open loop: an evenly paced client at half the bare proxy's median rate, interleaved, p50 and p99 from the
 // scheduled send time (see _lib/open-loop.ts for how it keeps itself out of the measurement); the
 // median of the rounds' p50 is compared. Its recorded requests' work is read too (CPU µs per request
 // of the proxy and of Redis, script calls per request): evenly paced requests seldom share an
