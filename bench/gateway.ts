@@ -7,8 +7,9 @@
 //
 // Closed loop: autocannon, pipelining 1, BENCH_CONNECTIONS connections, one warm-up, BENCH_ROUNDS
 // interleaved rounds of BENCH_SECONDS (bare; a single-limit rule, a stacked rule of three limits and a
-// sliding-window rule, every request admitted; a denied flood; with a baseline, its single-limit rule
-// beside ours, which first alternating from round to round), medians reported. Script calls (FCALL
+// sliding-window rule, every request admitted; a denied flood; with a baseline, each of these four on
+// the baseline build too, beside ours, which first alternating from round to round, and a before/after
+// table of the four), medians reported. Script calls (FCALL
 // of the limiter's Redis Function, or EVALSHA on Redis 5 and 6) are read from Redis `INFO
 // commandstats` around each round and divided by the responses of that round.
 // The gateway batches its script calls (the default: the decisions of one event-loop turn leave as one
@@ -114,23 +115,13 @@ const scenario = (
   headers,
   rounds: [],
 });
-const scenarios = {
-  bare: scenario('bare @fastify/http-proxy', bare, '/ok/item', ''),
-  rateLimit: scenario(
-    '@fastify/rate-limit on Redis (fixed window, not batched)',
-    rateLimited,
-    '/ok/item',
-    '',
-  ),
+const ours = {
   admit: scenario(
     'Sluice, one token bucket, exact (batched)',
     gateway,
     '/ok/item',
     '≤ bare + 12 µs, < @fastify/rate-limit',
   ),
-  ...(baseline
-    ? { baseline: scenario('baseline build, one token bucket, exact', baseline, '/ok/item', '(before)') }
-    : {}),
   stacked: scenario(
     'Sluice, three stacked limits',
     gateway,
@@ -141,6 +132,45 @@ const scenarios = {
   ),
   window: scenario('Sluice, one sliding window', gateway, '/window/item', ''),
   deny: scenario('Sluice, denied flood (denial cache)', gateway, '/denied/item', '0 Redis calls', 429),
+} as Record<string, Scenario>;
+/**
+ * With a baseline, each of our scenarios has a twin on the baseline build (same path, same rule): a
+ * before/after of every variant in one run. `pairs` maps our scenario's key to its twin's.
+ */
+const twins: Record<string, Scenario> = {};
+const pairs = new Map<string, string>();
+if (baseline) {
+  for (const [key, s] of Object.entries(ours)) {
+    const path = s.url.slice(gateway.url.length);
+    twins[`${key}Before`] = scenario(
+      `baseline build: ${s.label.replace(/^Sluice, /, '')}`,
+      baseline,
+      path,
+      '(before)',
+      s.status,
+      s.headers,
+    );
+    pairs.set(key, `${key}Before`);
+  }
+}
+const scenarios = {
+  bare: scenario('bare @fastify/http-proxy', bare, '/ok/item', ''),
+  rateLimit: scenario(
+    '@fastify/rate-limit on Redis (fixed window, not batched)',
+    rateLimited,
+    '/ok/item',
+    '',
+  ),
+  ...Object.fromEntries(
+    Object.entries(ours).flatMap(([key, s]) =>
+      pairs.has(key)
+        ? [
+            [key, s],
+            [pairs.get(key)!, twins[pairs.get(key)!]!],
+          ]
+        : [[key, s]],
+    ),
+  ),
 } as Record<string, Scenario>;
 
 /** Decisions the gateway's STORE_FAILURE policy took instead of Redis (slow or failed store calls). */
@@ -178,13 +208,15 @@ const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 // warm-up (JIT tiers, connection pools, the Redis script cache, the denial cache); with 1 s the
 // first measured round still ran slow
 for (const s of Object.values(scenarios)) await cannon(s, 3);
-// the exact rule on this build and on the baseline run back to back, which first alternating from
-// round to round: neither build always runs after the other
+// each of our scenarios and its baseline twin run back to back, which first alternating from round to
+// round: neither build always runs after the other
 const inRound = (i: number): Scenario[] => {
   const order = Object.values(scenarios);
-  const baselineAt = order.indexOf(scenarios.baseline!);
-  if (baselineAt > 0 && i % 2 === 1)
-    [order[baselineAt - 1], order[baselineAt]] = [scenarios.baseline!, scenarios.admit!];
+  if (i % 2 === 0) return order;
+  for (const [key, twinKey] of pairs) {
+    const at = order.indexOf(scenarios[key]!);
+    [order[at], order[at + 1]] = [scenarios[twinKey]!, scenarios[key]!];
+  }
   return order;
 };
 for (let i = 0; i < ROUNDS; i++) {
@@ -279,6 +311,17 @@ for (const s of Object.values(scenarios)) {
   console.log(
     `| ${s.label} | ${fmt(proxy)} | ${fmt(red)} | ${over} | ${fmt(perResponse(s.rounds, 'commandsPerResponse'), 2)} | ${fmt(perResponse(s.rounds, 'evalshaPerResponse'), 3)} | ${fmt(rps)} | ${fmt(rps / bareRps, 2)} | ${s.target} |`,
   );
+}
+if (pairs.size > 0) {
+  console.log('\n| variant | this build: proxy + Redis CPU µs/req | baseline build | this / baseline |');
+  console.log('| --- | ---: | ---: | ---: |');
+  const work = (s: Scenario) =>
+    median(s.rounds.map((r) => r.cpuUs.proxy)) + median(s.rounds.map((r) => r.cpuUs.redis));
+  for (const [key, twinKey] of pairs) {
+    const now = work(scenarios[key]!);
+    const before = work(scenarios[twinKey]!);
+    console.log(`| ${key} | ${fmt(now, 1)} | ${fmt(before, 1)} | ${fmt(now / before, 3)} |`);
+  }
 }
 console.log(
   `\nper-round req/s: ${Object.entries(scenarios)
