@@ -30,7 +30,7 @@ const ROUNDS = CALLGRIND ? 1 : Number(process.env.BENCH_ROUNDS ?? 3);
 const CLIENTS = 64; // distinct keys per limit: a batch mostly touches different keys, as many clients' do
 
 interface StoreLike {
-  ready(): Promise<void>;
+  ready(): Promise<unknown>;
   acquire(checks: readonly LimitCheck[]): Promise<{ allowed: boolean; atMs?: number }>;
   settle(settlements: readonly Settlement[]): Promise<unknown>;
   close(): Promise<void>;

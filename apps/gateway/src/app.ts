@@ -8,15 +8,16 @@
  *   …
  *   await gateway.close();                                // in-flight requests finish first
  *
- * The layers (docs/gateway.md, "Layout"): config/ → telemetry/ → rules/, limiter/ → http/ → admin/
- * → this file; a module imports only from its own layer or lower ones (layers.test.ts).
+ * The layers (docs/gateway.md, "Layout"): @sluice/engine (the limiter, rules source, offenders) under
+ * config/ → telemetry/ → http/ → admin/ → this file; a module imports only from its own layer or
+ * lower ones (layers.test.ts).
  */
 
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Store, TokenVerifier } from '@sluice/shared';
-import { RedisStore } from '@sluice/shared/redis';
+import { createEngine, type Engine, type EngineConfig, type RulesSource } from '@sluice/engine';
+import type { Store } from '@sluice/shared';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -26,8 +27,6 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { registerAdminRoutes } from './admin/admin-routes.js';
-import { OffenderFlusher } from './admin/offenders/flusher.js';
-import { OffenderLog } from './admin/offenders/offender-log.js';
 import { fastifyTrustProxy, type GatewayConfig, type TrustFunction } from './config/config.js';
 import { admitRequest } from './http/admission.js';
 import { bodyTooLargeMessage } from './http/answers.js';
@@ -40,17 +39,10 @@ import { limitHeaderCount, routeConnects } from './http/request-line.js';
 import { rewriteTarget } from './http/target.js';
 import { registerUpstreams } from './http/upstreams.js';
 import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
-import { GatewayHeartbeat } from './limiter/heartbeat.js';
-import { createLimiter, type Limiter } from './limiter/limiter.js';
-import { createPrimaryStore } from './limiter/primary-store.js';
-import { RulesCache } from './rules/rules-cache.js';
-import type { RulesSource } from './rules/rules-source.js';
 import { GatewayMetrics } from './telemetry/metrics.js';
 
-export { SLOT_LEASE_MARGIN_MS } from './limiter/limiter.js';
-
-/** How long `start()` waits for a first Redis connection before listening anyway, ms. */
-const REDIS_CONNECT_WAIT_MS = 2_000;
+/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
+export const SLOT_LEASE_MARGIN_MS = 5_000;
 
 /**
  * What closing takes after SHUTDOWN_TIMEOUT_MS at most: WebSocket close handshakes (1 s), then the
@@ -60,7 +52,7 @@ export const SHUTDOWN_CLOSE_MS = 2_000;
 
 /** What a gateway can be given instead of what its configuration names (tests, embedders). */
 export interface GatewayDeps {
-  /** the rules instead of the rules API at RULES_API_URL (`StaticRules`, rules/rules-source.ts) */
+  /** the rules instead of the rules API at RULES_API_URL (`StaticRules` of @sluice/engine) */
   rules?: RulesSource;
   /** the primary store instead of the one REDIS_URL names; closed with the gateway */
   store?: Store;
@@ -102,10 +94,10 @@ export interface Gateway {
   readonly admin: FastifyInstance;
   readonly metrics: GatewayMetrics;
   readonly rules: RulesSource;
-  /** the decision core and its collaborators (store policy, denial cache, leases, events) */
-  readonly limiter: Limiter;
+  /** the engine this front door decides with: the decision core and its collaborators (store policy, denial cache, leases, events, offenders) */
+  readonly limiter: Engine;
   /** top offenders: this gateway's own counts, and their flush to Redis (a no-op without Redis) */
-  readonly offenders: { log: OffenderLog; flush(): Promise<void> };
+  readonly offenders: Engine['offenders'];
   /** Listens on both ports and starts loading rules; resolves with the listening URLs. */
   start(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Resolves once the first rule set is loaded (the gateway is ready). */
@@ -127,18 +119,19 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     logController: new LogController({ disableRequestLogging: true }),
   });
   const metrics = new GatewayMetrics({ defaultMetrics: deps.defaultMetrics });
-  const primary = deps.store ?? createPrimaryStore(config, log);
-  const heartbeat = beatInRedis(primary, config, metrics, log, deps.heartbeatMs);
-  const limiter = createLimiter({
-    config,
-    primary,
+  const engine = createEngine(engineConfigOf(config, deps.slotLeaseMarginMs), {
+    logger: log,
     metrics,
-    log,
+    rules: deps.rules,
+    store: deps.store,
     storeCoolDownMs: deps.storeCoolDownMs,
     now: deps.now,
-    gateways: () => heartbeat?.gateways ?? 1,
-    slotLeaseMarginMs: deps.slotLeaseMarginMs,
+    offendersFlushMs: deps.offendersFlushMs,
+    heartbeatMs: deps.heartbeatMs,
+    jwksCooldownMs: deps.jwksCooldownMs,
+    jwksMaxAgeMs: deps.jwksMaxAgeMs,
   });
+  const { rules, verifier } = engine;
   const forwarding = { mode: config.forwardedHeaders, trust };
   const webSockets = new WebSocketRelays({
     upstreamTimeoutMs: config.upstreamTimeoutMs,
@@ -147,8 +140,6 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
   });
   metrics.webSocketsOpen = () => webSockets.size;
   routeUpgrades(proxy);
-  const offenders = trackOffenders(limiter, primary, config, deps, log);
-  const rules = deps.rules ?? createRulesCache(config, metrics, log);
   let closing = false;
   const isClosing = () => closing;
 
@@ -163,9 +154,8 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       maxHeaderCount: config.maxHeaderCount,
     }),
   );
-  const verifier = createVerifier(config, metrics, log, deps);
-  proxy.addHook('onRequest', identityHook({ core: limiter.core, verifier, metrics }));
-  proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
+  proxy.addHook('onRequest', identityHook({ core: engine.core, verifier, metrics }));
+  proxy.addHook('onRequest', limitHook({ core: engine.core, metrics }));
   proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
   const upstreamsRegistered = registerUpstreams(proxy, {
     upstreams: config.upstreams,
@@ -175,21 +165,7 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     forwarding,
     webSockets,
   });
-  registerAdminRoutes(admin, {
-    rules,
-    core: limiter.core,
-    primary,
-    redisKeyPrefix: config.redisKeyPrefix,
-    metrics,
-    offenders: offenders.log,
-    isClosing,
-    adminToken: config.adminToken,
-  });
-  if (config.clientKeySecret === undefined) {
-    log.warn(
-      'CLIENT_KEY_SECRET is not set: credential headers are keyed by their plain SHA-256, which anyone holding a guess can confirm',
-    );
-  }
+  registerAdminRoutes(admin, { engine, metrics, isClosing, adminToken: config.adminToken });
 
   let closed: Promise<void> | undefined;
   return {
@@ -198,28 +174,11 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
     admin,
     metrics,
     rules,
-    limiter,
-    offenders: { log: offenders.log, flush: () => offenders.flusher?.flush() ?? Promise.resolve() },
+    limiter: engine,
+    offenders: engine.offenders,
     async start() {
       await upstreamsRegistered;
-      rules.start((snapshot) => {
-        if (snapshot.compiled.usesIdentity && verifier === undefined) {
-          log.warn(
-            { rulesVersion: snapshot.version },
-            'rules use a verified identity (jwt, match.claims, match.authenticated) but neither JWT_JWKS_URL nor JWT_SECRET is set: every request counts as unauthenticated',
-          );
-        }
-        limiter.core.setRules(snapshot.compiled);
-        metrics.rulesVersion.set(snapshot.version);
-        metrics.rulesCount.set(snapshot.compiled.size);
-        metrics.rulesLoaded.set(1);
-        metrics.rulesConfirmedAtMs = Date.now();
-      });
-      // the gateway is ready without its keys: tokens count as unauthenticated until they come
-      void verifier?.start();
-      await waitForRedis(primary, config, log);
-      if (deps.heartbeatMs !== 0) heartbeat?.start();
-      if (deps.offendersFlushMs !== 0) offenders.flusher?.start();
+      await engine.start();
       await admin.listen({ port: config.adminPort, host: config.host });
       await proxy.listen({ port: config.port, host: config.host });
       return { proxyUrl: listeningUrl(proxy), adminUrl: listeningUrl(admin) };
@@ -240,12 +199,8 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
           proxy.server.closeAllConnections();
         }
         await proxyClosed;
-        await slotsGivenBack(limiter, SHUTDOWN_CLOSE_MS / 2);
-        await rules.stop();
-        await limiter.core.close(); // unused lease tokens back to the store while it is still open
-        await offenders.flusher?.stop();
-        await heartbeat?.stop();
-        await limiter.store.close();
+        await engine.drain(SHUTDOWN_CLOSE_MS / 2);
+        await engine.close();
         await admin.close();
       })();
       return closed;
@@ -320,113 +275,6 @@ function answerFastifyErrors(bodyLimitBytes: number) {
   };
 }
 
-/** The bearer-token verifier JWT_* describe; undefined without JWT_JWKS_URL or JWT_SECRET. */
-function createVerifier(
-  config: GatewayConfig,
-  metrics: GatewayMetrics,
-  log: FastifyBaseLogger,
-  deps: GatewayDeps,
-): TokenVerifier | undefined {
-  if (config.jwt === undefined) return undefined;
-  const fetched = { ok: metrics.jwksFetches.labels('ok'), error: metrics.jwksFetches.labels('error') };
-  return new TokenVerifier(config.jwt, {
-    now: deps.now,
-    jwksCooldownMs: deps.jwksCooldownMs,
-    jwksMaxAgeMs: deps.jwksMaxAgeMs,
-    onJwksLoaded: () => fetched.ok.inc(),
-    onJwksError: (error) => {
-      fetched.error.inc();
-      log.warn(
-        { err: error, jwksUrl: config.jwt?.jwksUrl },
-        'the JWKS could not be fetched: bearer tokens it would verify count as unauthenticated until it can',
-      );
-    },
-  });
-}
-
-function createRulesCache(
-  config: GatewayConfig,
-  metrics: GatewayMetrics,
-  log: FastifyBaseLogger,
-): RulesCache {
-  return new RulesCache({
-    rulesApiUrl: config.rulesApiUrl,
-    token: config.rulesApiToken,
-    refresh: config.rulesRefresh,
-    fetchTimeoutMs: config.rulesFetchTimeoutMs,
-    metrics,
-    log,
-  });
-}
-
-/** The count of gateways sharing the limits (STORE_FAILURE=local's fair share); none without Redis. */
-function beatInRedis(
-  primary: Store,
-  config: GatewayConfig,
-  metrics: GatewayMetrics,
-  log: FastifyBaseLogger,
-  intervalMs: number | undefined,
-): GatewayHeartbeat | undefined {
-  if (!(primary instanceof RedisStore)) return undefined;
-  return new GatewayHeartbeat({
-    redis: primary.client,
-    intervalMs: intervalMs || undefined,
-    keyPrefix: config.redisKeyPrefix,
-    logger: log,
-    onCount: (gateways) => {
-      metrics.fallbackGateways.set(gateways);
-      metrics.fallbackShare.set(1 / gateways);
-    },
-  });
-}
-
-/** Top offenders: every denial the limiter announces, counted here and sent to Redis now and then. */
-function trackOffenders(
-  limiter: Limiter,
-  primary: Store,
-  config: GatewayConfig,
-  deps: GatewayDeps,
-  log: FastifyBaseLogger,
-): { log: OffenderLog; flusher: OffenderFlusher | undefined } {
-  const offenderLog = new OffenderLog();
-  limiter.events.onDenied((event) => offenderLog.record(event));
-  const flusher =
-    primary instanceof RedisStore
-      ? new OffenderFlusher({
-          log: offenderLog,
-          redis: primary.client,
-          keyPrefix: config.redisKeyPrefix,
-          intervalMs: deps.offendersFlushMs,
-          logger: log,
-        })
-      : undefined;
-  return { log: offenderLog, flusher };
-}
-
-/**
- * Gives Redis a moment to connect, so the first requests are not decided by the failure policy. A
- * Redis that is down is not fatal: the policy decides until it comes back.
- */
-async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyBaseLogger): Promise<void> {
-  if (!(primary instanceof RedisStore)) return;
-  try {
-    await primary.ready(REDIS_CONNECT_WAIT_MS);
-  } catch (error) {
-    log.warn(
-      { err: error },
-      `Redis is not reachable: STORE_FAILURE=${config.storeFailure} decides until it is`,
-    );
-    return;
-  }
-  // the fallback decides alike but costs Redis about twice as much per call: say so once
-  if (primary.scriptMode === 'function') log.info('the limiter runs as a Redis Function library (FCALL)');
-  else {
-    log.warn(
-      "the limiter's Redis Function library could not be loaded (Redis older than 7, or a user without FUNCTION LOAD): decisions go by EVALSHA, which costs Redis more per call (docs/configuration.md)",
-    );
-  }
-}
-
 /**
  * The id of the request whose response is pending on `socket`, when Node reports an error of that
  * request's body (the admission hook set it on the raw response); undefined when no request was read.
@@ -438,11 +286,9 @@ function requestIdOn(socket: Socket): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
-/** Waits (at most `waitMs`) until every exchange holding slots has ended and sent its slots back. */
-async function slotsGivenBack(limiter: Limiter, waitMs: number): Promise<void> {
-  for (let waited = 0; limiter.core.runningSlotExchanges > 0 && waited < waitMs; waited += 10) {
-    await sleep(10);
-  }
+/** The engine's part of the gateway's configuration. */
+function engineConfigOf(config: GatewayConfig, slotLeaseMarginMs = SLOT_LEASE_MARGIN_MS): EngineConfig {
+  return { ...config, slotLeaseMs: config.upstreamTimeoutMs + slotLeaseMarginMs };
 }
 
 function listeningUrl(app: FastifyInstance): string {

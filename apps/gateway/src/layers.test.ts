@@ -1,7 +1,9 @@
 /**
  * The gateway's folders are its layers (docs/gateway.md, "Layout"), lowest first:
  *
- *   config/ → telemetry/ → rules/, limiter/ → http/ → admin/ → app.ts, server.ts
+ *   config/ → telemetry/ → http/ → admin/ → app.ts, server.ts
+ *
+ * (the rules source, the limiter and the offenders are the engine's: packages/engine)
  *
  * A module imports only from its own folder or a lower layer: the limiter never reaches into the
  * proxy, the proxy never into the admin port, nothing into app.ts.
@@ -15,8 +17,6 @@ const SRC = dirname(fileURLToPath(import.meta.url));
 const LAYER: Record<string, number> = {
   config: 0,
   telemetry: 1,
-  rules: 2,
-  limiter: 2,
   http: 3,
   admin: 4,
   '.': 5,

@@ -4,11 +4,12 @@
  * checked against draft-ietf-httpapi-ratelimit-headers-11's types, and a retrying client (`ky`) that
  * honours Retry-After against a real 429. A gateway with its rules given in code, on the real Redis.
  */
+
+import { StaticRules } from '@sluice/engine';
 import { type RuleInput, storedRule } from '@sluice/shared';
 import ky from 'ky';
 import { type Item, parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StaticRules } from '../src/rules/rules-source.js';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { type HttpResponse, http } from './helpers/http.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';

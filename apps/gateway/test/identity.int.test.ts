@@ -11,10 +11,10 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { StaticRules } from '@sluice/engine';
 import { storedRule } from '@sluice/shared';
 import { sleep, waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StaticRules } from '../src/rules/rules-source.js';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import {

@@ -6,9 +6,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { StaticRules } from '@sluice/engine';
 import { checkRule, type Rule, withDefaults } from '@sluice/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StaticRules } from '../src/rules/rules-source.js';
 import { metricValue, type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
 import { startUpstream, type Upstream } from './helpers/upstream.js';

@@ -54,7 +54,13 @@ export * from './limiter/headers.js';
 export * from './limiter/limits.js';
 export * from './limiter/memory-store.js';
 export * from './limiter/peek.js';
-export { type Store, StoreError, type StoreErrorCode } from './limiter/store.js';
+export {
+  type SharedChannels,
+  type Store,
+  StoreError,
+  type StoreErrorCode,
+  type StoreReadiness,
+} from './limiter/store.js';
 export * from './rules/algorithm-changes.js';
 export * from './rules/check.js';
 export * from './rules/defaults.js';

@@ -6,12 +6,12 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
+import { StaticRules } from '@sluice/engine';
 import { checkRule, MemoryStore, type Rule, withDefaults } from '@sluice/shared';
 import Fastify from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../app.js';
 import { loadConfig } from '../config/config.js';
-import { StaticRules } from '../rules/rules-source.js';
 
 const TRUSTED = '127.0.0.2';
 const STRANGER = '127.0.0.3';

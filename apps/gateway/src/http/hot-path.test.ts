@@ -6,11 +6,11 @@
 
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { StaticRules } from '@sluice/engine';
 import { MemoryStore, partitionKey, type Rule, storedRule } from '@sluice/shared';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../app.js';
 import { loadConfig } from '../config/config.js';
-import { StaticRules } from '../rules/rules-source.js';
 
 /** a rule as the rules API stores it (checked, defaults, an id) */
 const rule = storedRule;

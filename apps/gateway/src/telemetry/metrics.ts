@@ -2,6 +2,8 @@
  * Prometheus metrics of one gateway, in a registry of its own (never prom-client's global one), so
  * several gateways in one process (tests, the bench) do not collide. Served on the admin listener.
  */
+
+import type { EngineMetrics, RulesFailureReason } from '@sluice/engine';
 import {
   type DecisionMeter,
   SETTLEMENT_KINDS,
@@ -84,14 +86,14 @@ export class RequestCounterCell {
   }
 }
 
-export class GatewayMetrics {
+export class GatewayMetrics implements EngineMetrics {
   readonly registry = new Registry();
 
   /** when the rules API last confirmed the rule set in use (ms since the epoch); set by the rules cache */
   rulesConfirmedAtMs: number | undefined;
-  /** how many denials the denial cache holds; set by the gateway */
+  /** how many denials the denial cache holds; set by the engine (`observe`) */
   denialCacheSize: () => number = () => 0;
-  /** tokens this gateway holds in leases (lease mode); set by the gateway */
+  /** tokens this gateway holds in leases (lease mode); set by the engine (`observe`) */
   leaseTokensOutstanding: () => number = () => 0;
   /** WebSocket connections this gateway relays now; set by the gateway */
   webSocketsOpen: () => number = () => 0;
@@ -273,6 +275,34 @@ export class GatewayMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+
+  observe(gauges: { denialCacheSize: () => number; leaseTokensOutstanding: () => number }): void {
+    this.denialCacheSize = gauges.denialCacheSize;
+    this.leaseTokensOutstanding = gauges.leaseTokensOutstanding;
+  }
+
+  gatewaysCounted(gateways: number): void {
+    this.fallbackGateways.set(gateways);
+    this.fallbackShare.set(1 / gateways);
+  }
+
+  jwksFetched(outcome: 'ok' | 'error'): void {
+    this.jwksFetches.labels(outcome).inc();
+  }
+
+  rulesRefreshFailed(reason: RulesFailureReason): void {
+    this.rulesRefreshFailures.labels(reason).inc();
+  }
+
+  rulesConfirmed(atMs: number): void {
+    this.rulesConfirmedAtMs = atMs;
+  }
+
+  ruleSetInForce(version: number, rules: number): void {
+    this.rulesVersion.set(version);
+    this.rulesCount.set(rules);
+    this.rulesLoaded.set(1);
+  }
 
   /** The decision core's counters, as request cells of `sluice_requests_total`. */
   decisionMeter(): DecisionMeter {

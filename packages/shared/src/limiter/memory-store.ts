@@ -8,7 +8,8 @@
 import { LRUCache } from 'lru-cache';
 import { MAX_WAIT_MS } from './algorithms/wait.js';
 import { acquireFrom, type StateTable, settleFrom } from './engine.js';
-import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
+import type { LimitCheck, LimitOutcome, SettledLimit, Settlement, StoreDecision } from './limits.js';
+import { peekOutcomes } from './peek.js';
 import type { Store } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -93,6 +94,11 @@ export class MemoryStore implements Store {
       return entry !== undefined && nowMs < entry.expiresAtMs ? entry.state : undefined;
     });
     return { states, nowMs };
+  }
+
+  async peek(checks: readonly LimitCheck[]): Promise<LimitOutcome[]> {
+    const { states, nowMs } = this.peekStates(checks.map((check) => check.key));
+    return peekOutcomes(checks, states, nowMs);
   }
 
   async acquire(checks: readonly LimitCheck[]): Promise<StoreDecision> {

@@ -15,7 +15,8 @@ import { Cluster } from 'ioredis';
 import { ACQUIRE_FUNCTION } from './acquire-script.js';
 import { LimitArgumentError } from './algorithms/algorithm.js';
 import { assertChecks, assertSettlements, decisionOf } from './engine.js';
-import type { LimitCheck, SettledLimit, Settlement, StoreDecision } from './limits.js';
+import type { LimitCheck, LimitOutcome, SettledLimit, Settlement, StoreDecision } from './limits.js';
+import { peekRedis } from './peek-redis.js';
 import { BatchingChannel } from './redis/batching.js';
 import {
   type ClusterSeeds,
@@ -46,8 +47,9 @@ import {
   toStoreError,
 } from './redis/script.js';
 import { UnbatchedChannel } from './redis/unbatched.js';
+import { RedisSharedChannels } from './shared-channels-redis.js';
 import { slotGroups, slotOf } from './slot-groups.js';
-import { type Store, StoreError } from './store.js';
+import { type SharedChannels, type Store, StoreError, type StoreReadiness } from './store.js';
 
 export interface RedisStoreOptions extends RedisClientOptions {
   /** prepended to every check's key (outside its hash-tag braces), e.g. `"sluice:"`; default none */
@@ -91,6 +93,7 @@ export class RedisStore implements Store {
   readonly client: RedisClient;
   /** the client is a Redis Cluster: requests are split by hash slot */
   readonly isCluster: boolean;
+  readonly shared: SharedChannels;
   readonly #keyPrefix: string;
   readonly #onGiveBackFailure: ((error: StoreError) => void) | undefined;
   readonly #now: (() => number) | undefined;
@@ -126,6 +129,7 @@ export class RedisStore implements Store {
       this.#ownsClient = false;
     }
     this.isCluster = this.client instanceof Cluster;
+    this.shared = new RedisSharedChannels(this.client, this.#keyPrefix);
     defineAcquireCommand(this.client);
     this.#library = (options.functions ?? true) ? new FunctionLibrary(this.client) : undefined;
     const send = (numberOfKeys: number, keysAndArgs: string[]) => this.#send(numberOfKeys, keysAndArgs);
@@ -190,9 +194,21 @@ export class RedisStore implements Store {
    * Resolves once the connection is ready and the library's first load is done or given up (calls
    * work either way); rejects with `STORE_UNAVAILABLE` after `timeoutMs`.
    */
-  async ready(timeoutMs = 5_000): Promise<void> {
+  async ready(timeoutMs = 5_000): Promise<StoreReadiness> {
     await whenReady(this.client, timeoutMs);
     await this.#library?.settled();
+    // the fallback decides alike but costs Redis about twice as much per call: say so once
+    if (this.scriptMode === 'function')
+      return { level: 'info', message: 'the limiter runs as a Redis Function library (FCALL)' };
+    return {
+      level: 'warn',
+      message:
+        "the limiter's Redis Function library could not be loaded (Redis older than 7, or a user without FUNCTION LOAD): decisions go by EVALSHA, which costs Redis more per call (docs/configuration.md)",
+    };
+  }
+
+  peek(checks: readonly LimitCheck[]): Promise<LimitOutcome[]> {
+    return peekRedis(this.client, this.#keyPrefix, checks, this.#now?.());
   }
 
   async close(): Promise<void> {

@@ -2,11 +2,12 @@
  * `GET /offenders?rule=<name>&minutes=15` on the admin port: what this gateway saw denied for one rule
  * over the last 1–60 minutes, the top 20, most denied first (docs/visibility.md).
  */
+
+import type { OffenderLog } from '@sluice/engine';
 import { type CompiledRuleSet, OFFENDERS_MAX_MINUTES, parseOffenderMinutes } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
-import { errorBody } from '../../http/errors.js';
-import { adminRule } from '../admin-rule.js';
-import type { OffenderLog } from './offender-log.js';
+import { errorBody } from '../http/errors.js';
+import { adminRule } from './admin-rule.js';
 
 export interface OffendersRouteOptions {
   log: OffenderLog;

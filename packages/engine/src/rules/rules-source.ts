@@ -1,6 +1,6 @@
 /**
- * Where a gateway gets its rules: the rules API (`RulesCache`, the default) or, for tests and
- * embedders, a set given in code (`StaticRules`). `buildGateway(config, { rules })` takes either.
+ * Where an engine gets its rules: the rules API (`RulesCache`, the default) or, for tests and
+ * embedders, a set given in code (`StaticRules`). `createEngine(config, { rules })` (and `buildGateway`) take either.
  */
 import { type CompiledRuleSet, compileRules, type Rule } from '@sluice/shared';
 

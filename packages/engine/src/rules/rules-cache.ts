@@ -1,5 +1,5 @@
 /**
- * The gateway's copy of the rules (docs/gateway.md): `GET /rules/snapshot` at start, again on
+ * An engine's copy of the rules (docs/gateway.md): `GET /rules/snapshot` at start, again on
  * the `RULES_REFRESH` schedule with `If-None-Match`, compiled once per change, last good set kept.
  *
  * - A snapshot is taken whole or not at all: one invalid rule (shape or `compileRules`) rejects the
@@ -11,9 +11,8 @@
  *   running joins it.
  */
 import { type CompiledRuleSet, compileRules, isRule, type Rule } from '@sluice/shared';
-import type { FastifyBaseLogger } from 'fastify';
 import cron, { type ScheduledTask } from 'node-cron';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { EngineLogger, EngineMetrics, RulesFailureReason } from '../telemetry.js';
 import type { RuleSetSnapshot, RulesSource } from './rules-source.js';
 
 export interface RulesCacheOptions {
@@ -23,13 +22,13 @@ export interface RulesCacheOptions {
   /** node-cron expression */
   refresh: string;
   fetchTimeoutMs: number;
-  metrics: GatewayMetrics;
-  log: FastifyBaseLogger;
+  metrics: EngineMetrics;
+  log: EngineLogger;
 }
 
 export type RefreshOutcome = 'changed' | 'unchanged' | 'failed';
 
-type FailureReason = 'unreachable' | 'status' | 'invalid';
+type FailureReason = RulesFailureReason;
 
 class SnapshotError extends Error {
   constructor(
@@ -138,7 +137,7 @@ export class RulesCache implements RulesSource {
       return outcome;
     } catch (error) {
       const reason = error instanceof SnapshotError ? error.reason : 'invalid';
-      metrics.rulesRefreshFailures.labels(reason).inc();
+      metrics.rulesRefreshFailed(reason);
       const fields = { err: error, reason, version: this.#current?.version ?? null };
       const message = this.#current
         ? 'rules refresh failed: keeping the last good rule set'
@@ -166,7 +165,7 @@ export class RulesCache implements RulesSource {
     }
     if (response.status === 304 && this.#current) {
       await response.body?.cancel();
-      metrics.rulesConfirmedAtMs = Date.now();
+      metrics.rulesConfirmed(Date.now());
       return 'unchanged';
     }
     if (response.status !== 200) {
@@ -186,7 +185,7 @@ export class RulesCache implements RulesSource {
     const etag = response.headers.get('etag') ?? `"${version}"`;
     if (this.#current && this.#current.version === version) {
       this.#etag = etag;
-      metrics.rulesConfirmedAtMs = Date.now();
+      metrics.rulesConfirmed(Date.now());
       return 'unchanged';
     }
     let compiled: CompiledRuleSet;
@@ -202,7 +201,7 @@ export class RulesCache implements RulesSource {
     const previous = this.#current?.version;
     this.#current = snapshot;
     this.#etag = etag;
-    metrics.rulesConfirmedAtMs = Date.now();
+    metrics.rulesConfirmed(Date.now());
     this.#options.log.info(
       { version, previous: previous ?? null, rules: rules.length, enabled: compiled.size },
       previous === undefined ? 'rule set loaded' : 'rule set changed',

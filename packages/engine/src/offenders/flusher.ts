@@ -4,19 +4,18 @@
  * never a call per denial. A flush that fails is dropped (analytics are best effort; the gateway's own
  * `GET /offenders` still has them) and logged.
  */
-import { type AnalyticsRedis, addOffenderCounts } from '@sluice/shared/redis';
-import type { FastifyBaseLogger } from 'fastify';
+import type { SharedChannels } from '@sluice/shared';
+import type { EngineLogger } from '../telemetry.js';
 import type { OffenderLog } from './offender-log.js';
 
 export const DEFAULT_OFFENDERS_FLUSH_MS = 5_000;
 
 export interface OffenderFlusherOptions {
   log: OffenderLog;
-  redis: AnalyticsRedis;
-  /** the gateway's REDIS_KEY_PREFIX */
-  keyPrefix: string;
+  /** the store's shared channels (on Redis: the sorted sets the rules API reads) */
+  shared: SharedChannels;
   intervalMs?: number;
-  logger: FastifyBaseLogger;
+  logger: EngineLogger;
   onFailure?: () => void;
 }
 
@@ -44,7 +43,7 @@ export class OffenderFlusher {
       const counts = this.#options.log.takeUnflushed();
       if (counts.size === 0) return;
       try {
-        await addOffenderCounts(this.#options.redis, this.#options.keyPrefix, counts);
+        await this.#options.shared.addOffenderCounts(counts);
       } catch (error) {
         this.#options.onFailure?.();
         this.#options.logger.warn(

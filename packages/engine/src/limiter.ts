@@ -1,8 +1,8 @@
 /**
- * The gateway's limiter: the decision core (`@sluice/shared`, transport-free) with its collaborators
- * wired to this gateway — the primary store behind the store policy (circuit breakers,
- * STORE_FAILURE), the denial cache, the lease manager, the events bus — and its counters bound to
- * the gateway's metrics.
+ * The limiter a front door decides with: the decision core (`@sluice/shared`, transport-free) with
+ * its collaborators — the primary store behind the store policy (circuit breakers, STORE_FAILURE),
+ * the denial cache, the lease manager, the events bus — and its counters bound to the front door's
+ * metrics.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -15,12 +15,8 @@ import {
   SecretClientKeys,
   type Store,
 } from '@sluice/shared';
-import type { FastifyBaseLogger } from 'fastify';
-import type { GatewayConfig } from '../config/config.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-
-/** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
-export const SLOT_LEASE_MARGIN_MS = 5_000;
+import type { EngineConfig } from './config.js';
+import type { EngineLogger, EngineMetrics } from './telemetry.js';
 
 export interface Limiter {
   readonly core: DecisionCore;
@@ -32,18 +28,16 @@ export interface Limiter {
 }
 
 export interface LimiterOptions {
-  config: GatewayConfig;
+  config: EngineConfig;
   primary: Store;
-  metrics: GatewayMetrics;
-  log: FastifyBaseLogger;
+  metrics: EngineMetrics;
+  log: EngineLogger;
   /** how long the store's circuit breaker stays open before probing, ms */
   storeCoolDownMs?: number;
   /** monotonic clock in ms (default `performance.now`) */
   now?: () => number;
   /** how many gateways share the limits (the heartbeat's count): the local fallback holds 1/N */
   gateways?: () => number;
-  /** how long a slot outlives UPSTREAM_TIMEOUT_MS without a renewal, ms (default SLOT_LEASE_MARGIN_MS) */
-  slotLeaseMarginMs?: number;
 }
 
 export function createLimiter({
@@ -54,7 +48,6 @@ export function createLimiter({
   storeCoolDownMs,
   now,
   gateways,
-  slotLeaseMarginMs = SLOT_LEASE_MARGIN_MS,
 }: LimiterOptions): Limiter {
   const store = new GuardedStore({
     primary,
@@ -73,9 +66,11 @@ export function createLimiter({
     gateways,
   });
   const denials = new DenialCache(config.denialCacheSize);
-  metrics.denialCacheSize = () => denials.size;
   const leases = new LeaseManager({ store, leaseMs: config.leaseMs, now });
-  metrics.leaseTokensOutstanding = () => leases.outstandingTokens;
+  metrics.observe({
+    denialCacheSize: () => denials.size,
+    leaseTokensOutstanding: () => leases.outstandingTokens,
+  });
   const events = new LimiterEvents();
   events.onSettled(metrics.settlementCounter());
   const core = new DecisionCore({
@@ -85,7 +80,7 @@ export function createLimiter({
     events,
     meter: metrics.decisionMeter(),
     now,
-    slotLeaseMs: config.upstreamTimeoutMs + slotLeaseMarginMs,
+    slotLeaseMs: config.slotLeaseMs,
     // slot ids are `<this gateway>:<counter>`: unique across gateways without a random number per request
     slotIdPrefix: `${randomUUID()}:`,
     secretKeys: new SecretClientKeys(config.clientKeySecret),

@@ -1,14 +1,14 @@
 /**
- * The store the gateway's limits live in: Redis or a Redis Cluster (REDIS_URL, REDIS_CLUSTER_NODES),
+ * The store the engine's limits live in: Redis or a Redis Cluster (REDIS_URL, REDIS_CLUSTER_NODES),
  * or, without either, an in-process store (one gateway only, said loudly in the log). Connection
  * changes are logged once each, never per request.
  */
 import { MemoryStore, type Store } from '@sluice/shared';
 import { RedisStore } from '@sluice/shared/redis';
-import type { FastifyBaseLogger } from 'fastify';
-import type { GatewayConfig } from '../config/config.js';
+import type { EngineConfig } from './config.js';
+import type { EngineLogger } from './telemetry.js';
 
-export function createPrimaryStore(config: GatewayConfig, log: FastifyBaseLogger): Store {
+export function createPrimaryStore(config: EngineConfig, log: EngineLogger): Store {
   if (config.redisUrl === undefined && config.redisClusterNodes === undefined) {
     log.warn(
       'REDIS_URL is not set: limits are kept in this process only. Each gateway replica enforces its own ' +

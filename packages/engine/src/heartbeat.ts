@@ -1,14 +1,14 @@
 /**
  * How many gateways share the limits, for STORE_FAILURE=local's fair share (SPEC §1): every gateway
- * beats once a second, off the request path, into one sorted set in Redis (member: this gateway's id,
+ * beats once a second, off the request path, into the store's shared channels (on Redis one sorted set: member: this gateway's id,
  * score: the beat's time), drops beats older than a minute and counts the rest in the same pipeline.
  * The count it last read is N; while Redis is away it keeps the last N it saw, which is exactly when
  * the fallback needs it. A gateway that stops leaves the set at once; one that dies leaves it a minute
  * later. Without Redis (the in-process store) a gateway is alone: N = 1.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '@sluice/shared/redis';
-import type { FastifyBaseLogger } from 'fastify';
+import type { SharedChannels } from '@sluice/shared';
+import type { EngineLogger } from './telemetry.js';
 
 /** How often a gateway beats, ms. */
 export const HEARTBEAT_INTERVAL_MS = 1_000;
@@ -16,11 +16,10 @@ export const HEARTBEAT_INTERVAL_MS = 1_000;
 export const ALIVE_WITHIN_MS = 60_000;
 
 export interface HeartbeatOptions {
-  redis: RedisClient;
-  /** REDIS_KEY_PREFIX: the set lives beside the limits */
-  keyPrefix: string;
-  logger: FastifyBaseLogger;
-  /** called with N after every beat that reached Redis */
+  /** the store's shared channels: the beats live beside the limits */
+  shared: SharedChannels;
+  logger: EngineLogger;
+  /** called with N after every beat that reached the store */
   onCount?: (gateways: number) => void;
   intervalMs?: number;
 }
@@ -28,15 +27,12 @@ export interface HeartbeatOptions {
 export class GatewayHeartbeat {
   readonly id = randomUUID();
   readonly #options: HeartbeatOptions;
-  /** the hash tag keeps the set in one slot of a Cluster */
-  readonly #key: string;
   #gateways = 1;
   #timer: NodeJS.Timeout | undefined;
   #failing = false;
 
   constructor(options: HeartbeatOptions) {
     this.#options = options;
-    this.#key = `${options.keyPrefix}{sluice:gateways}`;
   }
 
   /** The gateways seen alive in the last minute, this one included (at least 1). */
@@ -53,23 +49,13 @@ export class GatewayHeartbeat {
 
   /** One beat: this gateway's time in, the old beats out, the rest counted. Never throws. */
   async beat(): Promise<void> {
-    const now = Date.now();
     try {
-      const replies = await this.#options.redis
-        .pipeline()
-        .zadd(this.#key, now, this.id)
-        .zremrangebyscore(this.#key, '-inf', now - ALIVE_WITHIN_MS)
-        .zcard(this.#key)
-        .pexpire(this.#key, 2 * ALIVE_WITHIN_MS)
-        .exec();
-      const count = replies?.[2]?.[1];
-      if (typeof count !== 'number')
-        throw new Error(`unreadable heartbeat reply: ${JSON.stringify(replies)}`);
+      const count = await this.#options.shared.beat(this.id, Date.now(), ALIVE_WITHIN_MS);
       this.#gateways = Math.max(1, count);
       this.#options.onCount?.(this.#gateways);
       this.#failing = false;
     } catch (error) {
-      // Redis away: keep the last count (the fallback's share is taken from it); say so once
+      // the store away: keep the last count (the fallback's share is taken from it); say so once
       if (!this.#failing) {
         this.#failing = true;
         this.#options.logger.debug({ err: error, gateways: this.#gateways }, 'heartbeat not written');
@@ -81,6 +67,6 @@ export class GatewayHeartbeat {
   async stop(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    await this.#options.redis.zrem(this.#key, this.id).catch(() => {});
+    await this.#options.shared.leave(this.id).catch(() => {});
   }
 }
