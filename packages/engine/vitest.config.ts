@@ -1,4 +1,4 @@
 import { defineProject, mergeConfig } from 'vitest/config';
-import engine from '../../vitest.shared.js';
+import shared from '../../vitest.shared.js';
 
-export default mergeConfig(engine, defineProject({ test: { name: 'shared' } }));
+export default mergeConfig(shared, defineProject({ test: { name: 'engine' } }));
