@@ -6,7 +6,6 @@
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { sleep } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
@@ -167,8 +166,8 @@ describe('bytes and duration charges a client cannot lower', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 25; i++) {
       statuses.push((await http(gw.port, '/big/head', as('head-client', 'HEAD'))).status);
-      // give a settlement (if any) time to reach Redis before the next decision
-      await sleep(20);
+      // a settlement (if any) is in Redis before the next decision
+      await gw.settled();
     }
     expect(statuses.filter((s) => s === 200)).toHaveLength(3);
     expect(statuses.filter((s) => s === 429)).toHaveLength(22);
@@ -180,7 +179,7 @@ describe('bytes and duration charges a client cannot lower', () => {
     for (let i = 0; i < 20; i++) {
       statuses.push(await getAndHangUp(gw.port, '/big/hangup?every=10', 'hangup-client'));
       // the exchange ends once the gateway has aborted the upstream request; then it settles
-      await sleep(100);
+      await gw.settled();
     }
     expect(statuses).toEqual([200, 200, 200, ...Array(17).fill(429)]);
   }, 60_000);
@@ -190,7 +189,7 @@ describe('bytes and duration charges a client cannot lower', () => {
     expect(first.status).toBe(200);
     expect(first.body).toHaveLength(BODY_BYTES);
     expect(remaining(first)).toBe(20);
-    await sleep(100);
+    await gw.settled();
     // 200 tokens of body, capped at 30: the bucket is empty
     expect((await http(gw.port, '/big/read', as('reader'))).status).toBe(429);
   }, 30_000);
@@ -199,7 +198,7 @@ describe('bytes and duration charges a client cannot lower', () => {
     const first = await http(gw.port, '/timed/a', as('timed-head', 'HEAD'));
     expect(first.status).toBe(200);
     expect(remaining(first)).toBe(20);
-    await sleep(100);
+    await gw.settled();
     const second = await http(gw.port, '/timed/a', as('timed-head', 'HEAD'));
     expect(remaining(second)).toBe(10);
   }, 30_000);
@@ -207,7 +206,7 @@ describe('bytes and duration charges a client cannot lower', () => {
   it('a fast GET to a duration-charged rule still settles to its upstream time (one unit)', async () => {
     const first = await http(gw.port, '/timed/a', as('timed-get'));
     expect(remaining(first)).toBe(20);
-    await sleep(100);
+    await gw.settled();
     // settled to 1 token: 30 - 1 - 10
     expect(remaining(await http(gw.port, '/timed/a', as('timed-get')))).toBe(19);
   }, 30_000);
@@ -225,7 +224,7 @@ describe('charge header values too large to be finite numbers', () => {
       expect(first.status).toBe(200);
       expect(first.headers['x-cost']).toBeUndefined();
       expect(remaining(first)).toBe(99);
-      await sleep(100);
+      await gw.settled();
       // 100 - 50 (capped) - 1 (this admission)
       expect(remaining(await http(gw.port, '/priced/a?cost=0', as(key)))).toBe(49);
     },
@@ -238,7 +237,7 @@ describe("the gateway's own 504 is never refunded", () => {
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) {
       statuses.push((await http(gw.port, `/slow/a?ms=${UPSTREAM_TIMEOUT_MS + 1_000}`, as('waver'))).status);
-      await sleep(50);
+      await gw.settled();
     }
     expect(statuses).toEqual([504, 504, 504, 504, 504, 429, 429, 429]);
     expect(upstream.hits('/slow/a')).toBe(5);
@@ -249,7 +248,7 @@ describe("the gateway's own 504 is never refunded", () => {
     for (let i = 0; i < 5; i++) {
       const answer = await http(gw.port, '/slow/b?status=503', as('refunded-503'));
       expect(answer.status).toBe(503);
-      await sleep(50);
+      await gw.settled();
     }
     expect(remaining(await http(gw.port, '/slow/b', as('refunded-503')))).toBe(4);
   }, 30_000);

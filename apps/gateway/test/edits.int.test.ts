@@ -5,7 +5,7 @@
  * window meanwhile do not wipe the window (10 were admitted in a window of 5).
  */
 import { SecretClientKeys } from '@sluice/shared';
-import { sleep, waitFor } from '@sluice/test-support';
+import { waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -127,7 +127,7 @@ describe('edits of a limit in use', () => {
 
     // the old two answer 503: their refunds were computed for the token bucket
     expect((await Promise.all(inFlight)).map((a) => a.status)).toEqual([503, 503]);
-    await sleep(200); // the settlements reach Redis
+    await gw.settled(); // the settlements are in Redis
     const second = [];
     for (let i = 0; i < 5; i++) second.push((await http(gw.port, '/slow/b?ms=0', as('bob'))).status);
     expect(second).toEqual([429, 429, 429, 429, 429]);

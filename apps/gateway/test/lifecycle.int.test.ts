@@ -154,7 +154,7 @@ describe('concurrency: at most max requests of a client in flight, across gatewa
     ]);
 
     // every slot came back with its response: the next three go through at once, again
-    await sleep(50);
+    await Promise.all([one.settled(), two.settled()]);
     const again = await Promise.all([one, two, one].map((g) => http(g.port, '/held/a', as('alice'))));
     expect(again.map((a) => a.status)).toEqual([200, 200, 200]);
     expect(upstream.maxInFlight('alice')).toBe(3);
@@ -178,7 +178,7 @@ describe('concurrency: at most max requests of a client in flight, across gatewa
     for (const req of aborted) req.destroy();
     // the gateway aborted the abandoned requests: the upstream no longer works on them
     await waitFor(async () => upstream.inFlight('bob') === 0, 2_000, 'the aborted upstream requests');
-    await sleep(50);
+    await Promise.all([one.settled(), two.settled()]);
     const after = await Promise.all([one, two, one].map((g) => http(g.port, '/held/b?ms=0', as('bob'))));
     expect(after.map((a) => a.status)).toEqual([200, 200, 200]);
   }, 30_000);
@@ -251,11 +251,11 @@ describe('charging at the response and refunds', () => {
   it("the gateway's own 504 is never refunded (the upstream worked the whole timeout); an upstream's 504 is", async () => {
     const timedOut = await http(one.port, `/priced/x?ms=${UPSTREAM_TIMEOUT_MS + 1_000}`, as('frank'));
     expect(timedOut.status).toBe(504);
-    await sleep(50);
+    await Promise.all([one.settled(), two.settled()]);
     const upstream504 = await http(one.port, '/priced/x?status=504', as('frank'));
     expect(upstream504.status).toBe(504);
     expect(remaining(upstream504)).toBe(80); // the timeout's 10 kept
-    await sleep(50);
+    await Promise.all([one.settled(), two.settled()]);
     expect(remaining(await http(one.port, '/priced/x?cost=10', as('frank')))).toBe(80);
   }, 30_000);
 

@@ -4,7 +4,7 @@
  * `capacity + refund.max` requests to the upstream per period, not an unlimited stream (issue 19: 17
  * requests reached the upstream against a capacity of 5, and 20 sequential 500s all did).
  */
-import { sleep, waitFor } from '@sluice/test-support';
+import { waitFor } from '@sluice/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
 import { http } from './helpers/http.js';
@@ -56,7 +56,7 @@ async function waves(path: string, key: string, count: number): Promise<number[]
       upstreamStatuses.map((status) => http(gw.port, `${path}?status=${status}`, as(key))),
     );
     statuses.push(...answers.map((a) => a.status));
-    await sleep(100); // the refunds reach Redis before the next wave
+    await gw.settled(); // the refunds are in Redis before the next wave
   }
   return statuses;
 }

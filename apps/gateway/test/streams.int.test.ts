@@ -225,7 +225,7 @@ describe('streamed responses', () => {
     expect(done.map((answer) => answer.status)).toEqual([200, 200]);
     expect(Math.min(...done.map((answer) => answer.endAtMs))).toBeGreaterThan(3 * SLOT_LIFETIME_MS);
     // both ended: their slots are back at once
-    await sleep(50);
+    await gw.settled();
     expect((await stream('/sse/d?events=1&everyMs=10', key)).status).toBe(200);
   }, 20_000);
 });

@@ -1,3 +1,4 @@
+import { waitFor } from '@sluice/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningGateway, startGateway, uniqueKeyPrefix } from './helpers/gateway.js';
@@ -295,11 +296,11 @@ describe('usage', () => {
       send(b, '/slow/x?ms=800', { 'x-api-key': 'dave' }),
       send(b, '/slow/x?ms=800', { 'x-api-key': 'dave' }),
     ];
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await waitFor(async () => (await usage()).limits[0].inFlight === 2, 5_000, 'both slots taken');
     expect((await usage()).limits[0]).toMatchObject({ remaining: 1, inFlight: 2, debt: 0, fullInSeconds: 0 });
     expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
     // each slot came back with the end of its exchange
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await b.settled();
     expect((await usage()).limits).toMatchObject([
       { remaining: 3, inFlight: 0 },
       { name: 'rate', remaining: 98, inFlight: 0 },

@@ -206,7 +206,7 @@ describe('WebSockets through the gateway', () => {
     await nextMessage(ws);
     ws.close();
     await closed(ws);
-    await sleep(100);
+    await gw.settled();
     // settled by its response bytes (none), it would have cost nothing: the next would show r=6
     const next = opened(await open(wsUrl(gw, '/charged/b'), { localAddress: '127.0.0.14' }));
     expect(next.headers.ratelimit).toMatch(/^"ws-charged";r=2;/);

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StaticRules } from '@sluice/engine';
 import { MemoryStore, partitionKey, type Rule, storedRule } from '@sluice/shared';
+import { waitFor } from '@sluice/test-support';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../app.js';
 import { loadConfig } from '../config/config.js';
@@ -119,7 +120,7 @@ describe('the hot path, in process', () => {
     const pending = Promise.all(
       Array.from({ length: 6 }, () => fetch(`${proxyUrl}/slow?ms=300`).then((res) => res.status)),
     );
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await waitFor(() => inFlight === 2, 5_000, 'the two admitted requests at the upstream');
     // the in-process store's slots, as GET /usage reads them
     const usage = (await fetch(`${adminUrl}/usage?rule=slots&client=ip:127.0.0.1`).then((res) =>
       res.json(),
@@ -130,6 +131,7 @@ describe('the hot path, in process', () => {
     expect(statuses.filter((s) => s === 429)).toHaveLength(4);
     expect(mostInFlight).toBe(2);
     // both slots came back at the end of their exchanges
+    await running!.limiter.core.settled();
     const again = await Promise.all([fetch(`${proxyUrl}/slow`), fetch(`${proxyUrl}/slow`)]);
     expect(again.map((res) => res.status)).toEqual([200, 200]);
   });
@@ -147,7 +149,7 @@ describe('the hot path, in process', () => {
     expect(response.headers.get('x-cost')).toBeNull();
     await response.text();
     // admitted on 1, charged 3: 2 left (the settlement lands after the response)
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await running!.limiter.core.settled();
     const usage = (await fetch(`${adminUrl}/usage?rule=priced&client=ip:127.0.0.1`).then((res) =>
       res.json(),
     )) as {

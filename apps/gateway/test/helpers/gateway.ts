@@ -12,6 +12,11 @@ export interface RunningGateway {
   url: string;
   port: number;
   adminUrl: string;
+  /**
+   * Resolves once every exchange opened so far has ended and its settlements are in the store (slots
+   * back, costs charged or refunded): what a test awaits before reading the settled state.
+   */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -44,6 +49,7 @@ export async function startGateway(
     url: proxyUrl,
     port: Number(new URL(proxyUrl).port),
     adminUrl,
+    settled: () => gateway.limiter.core.settled(),
     close: async () => {
       await gateway.close();
       if (config.redisUrl && config.redisKeyPrefix.startsWith('sluice-test:')) {

@@ -88,6 +88,12 @@ export class DecisionCore implements SettleSink {
   /** renews the slots of running exchanges; absent without `slotLeaseMs` (slots then keep the rule's own) */
   readonly #slots: SlotKeeper | undefined;
   #slotCounter = 0;
+  /** exchanges opened and not ended yet */
+  #openExchanges = 0;
+  /** settlements sent to the store and not answered yet */
+  #settling = 0;
+  /** callers of `settled()` waiting for both counts to reach 0; made on first use */
+  #idleWaiters: (() => void)[] | undefined;
   #rules: CompiledRuleSet | undefined;
   /** per rule, by `CompiledRule.index` */
   #plans: readonly RulePlan[] = [];
@@ -233,7 +239,50 @@ export class DecisionCore implements SettleSink {
   settle(exchange: Exchange, kind: SettlementKind, settlements: readonly Settlement[]): void {
     if (exchange.ended) this.#slots?.release(exchange);
     const report = exchange.rule.settledReports[kind];
-    this.#store!.settle(exchange.decidedBy, settlements).then(report.ok, report.failed);
+    this.#settling++;
+    exchange.settlementSent();
+    this.#store!.settle(exchange.decidedBy, settlements).then(
+      () => {
+        report.ok();
+        this.#answered(exchange);
+      },
+      () => {
+        report.failed();
+        this.#answered(exchange);
+      },
+    );
+  }
+
+  ended(_exchange: Exchange): void {
+    this.#openExchanges--;
+    this.#wakeIfIdle();
+  }
+
+  /**
+   * Resolves once every exchange opened so far has ended and the store has answered every settlement
+   * sent (slots given back, costs charged or refunded). A test or a drain awaits this instead of
+   * sleeping; with nobody waiting it costs two counters per exchange.
+   */
+  settled(): Promise<void> {
+    if (this.#openExchanges === 0 && this.#settling === 0) return Promise.resolve();
+    this.#idleWaiters ??= [];
+    const waiters = this.#idleWaiters;
+    return new Promise((resolve) => {
+      waiters.push(resolve);
+    });
+  }
+
+  #answered(exchange: Exchange): void {
+    this.#settling--;
+    exchange.settlementAnswered();
+    this.#wakeIfIdle();
+  }
+
+  #wakeIfIdle(): void {
+    if (this.#idleWaiters === undefined || this.#openExchanges !== 0 || this.#settling !== 0) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = undefined;
+    for (const wake of waiters) wake();
   }
 
   /** One store call for all of the request's checks; a store denial is remembered. */
@@ -293,6 +342,7 @@ export class DecisionCore implements SettleSink {
           this,
           this.#now,
         );
+        this.#openExchanges++;
         if (plan.hasSlots) this.#slots?.hold(exchange);
       }
     } else {

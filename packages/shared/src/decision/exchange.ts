@@ -52,6 +52,8 @@ export type SettledReports = Readonly<Record<SettlementKind, SettledReport>>;
 /** Where an exchange's settlements go (the decision core): the store that took the admission. */
 export interface SettleSink {
   settle(exchange: Exchange, kind: SettlementKind, settlements: readonly Settlement[]): void;
+  /** `end()` was called, after its last settlement (if any) was handed to `settle` */
+  ended(exchange: Exchange): void;
 }
 
 /** A cost an upstream may state: a plain non-negative decimal number (`12`, `0.5`, `1e3`). */
@@ -85,6 +87,10 @@ export class Exchange {
   #ended = false;
   /** monotonic ms of the slots' last renewal (the admission until the first) */
   #renewedAtMs: number;
+  /** settlements handed to the sink whose store call has not answered yet */
+  #settling = 0;
+  /** made only when someone asks for `settled` (nothing per request otherwise) */
+  #settled: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(
     readonly rule: ExchangeRule,
@@ -105,6 +111,34 @@ export class Exchange {
   /** `end()` was called: nothing more is settled or renewed */
   get ended(): boolean {
     return this.#ended;
+  }
+
+  /**
+   * Resolves once the exchange has ended and the store has answered every settlement it sent (a
+   * failed one included: it is counted and logged, never thrown). What a caller that must see the
+   * settled state awaits, instead of sleeping; made on first use, so it costs a request nothing.
+   */
+  get settled(): Promise<void> {
+    if (this.#settled === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.#settled = { promise, resolve };
+      if (this.#ended && this.#settling === 0) resolve();
+    }
+    return this.#settled.promise;
+  }
+
+  /** The sink handed one settlement of this exchange to its store (the decision core calls these two). */
+  settlementSent(): void {
+    this.#settling++;
+  }
+
+  /** The store answered one settlement of this exchange. */
+  settlementAnswered(): void {
+    this.#settling--;
+    if (this.#ended && this.#settling === 0) this.#settled?.resolve();
   }
 
   /** monotonic ms when the slots were last renewed (or taken) */
@@ -205,6 +239,8 @@ export class Exchange {
       });
     }
     if (settlements.length > 0) this.sink.settle(this, kind, settlements);
+    this.sink.ended(this);
+    if (this.#settling === 0) this.#settled?.resolve();
   }
 
   /**
