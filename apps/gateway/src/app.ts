@@ -12,7 +12,6 @@
  * → this file; a module imports only from its own layer or lower ones (layers.test.ts).
  */
 
-import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Store, TokenVerifier } from '@sluice/shared';
@@ -34,12 +33,16 @@ import { bodyTooLargeMessage } from './http/answers.js';
 import { clientErrorResponse, errorBody } from './http/errors.js';
 import { identityHook } from './http/identity-hook.js';
 import { limitHook } from './http/limit-hook.js';
+import {
+  adaptNodeServer,
+  Http1Requests,
+  requestIdGenerator,
+  requestIdOn,
+  routeUpgrades,
+} from './http/node-http1.js';
 import { registerRequestContext } from './http/request-context.js';
-import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
-import { limitHeaderCount, routeConnects } from './http/request-line.js';
-import { rewriteTarget } from './http/target.js';
 import { registerUpstreams } from './http/upstreams.js';
-import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
+import { WebSocketRelays } from './http/websocket.js';
 import { GatewayHeartbeat } from './limiter/heartbeat.js';
 import { createLimiter, type Limiter } from './limiter/limiter.js';
 import { createPrimaryStore } from './limiter/primary-store.js';
@@ -160,11 +163,12 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       trustProxy: config.trustProxy !== false,
       isClosing,
       bodyLimitBytes: config.bodyLimitBytes,
-      maxHeaderCount: config.maxHeaderCount,
     }),
   );
   const verifier = createVerifier(config, metrics, log, deps);
-  proxy.addHook('onRequest', identityHook({ core: limiter.core, verifier, metrics }));
+  // without a verifier every request is unauthenticated: the hook would only pass it on
+  if (verifier !== undefined)
+    proxy.addHook('onRequest', identityHook({ core: limiter.core, verifier, metrics }));
   proxy.addHook('onRequest', limitHook({ core: limiter.core, metrics }));
   proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
   const upstreamsRegistered = registerUpstreams(proxy, {
@@ -269,7 +273,7 @@ function createProxyListener(
     // the id comes from a trusted proxy only (request-id.ts); Fastify binds it to the request's logger
     genReqId: requestIdGenerator(trust),
     trustProxy: trust,
-    rewriteUrl: rewriteTarget,
+    rewriteUrl: new Http1Requests(config.maxHeaderCount).rewriteUrl,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -289,12 +293,8 @@ function createProxyListener(
       socket.destroySoon();
     },
   });
-  // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
-  // limit hook sends the 100 itself, only to admitted requests.
-  proxy.server.on('checkContinue', (request, response) => proxy.server.emit('request', request, response));
-  // CONNECT and header lines past MAX_HEADER_COUNT reach the admission hook, which refuses them
-  routeConnects(proxy);
-  limitHeaderCount(proxy, config.maxHeaderCount);
+  // CONNECT and header lines past MAX_HEADER_COUNT reach the admission hook, `Expect: 100-continue` the limit hook
+  adaptNodeServer(proxy, config.maxHeaderCount);
   registerRequestContext(proxy);
   return proxy;
 }
@@ -425,17 +425,6 @@ async function waitForRedis(primary: Store, config: GatewayConfig, log: FastifyB
       "the limiter's Redis Function library could not be loaded (Redis older than 7, or a user without FUNCTION LOAD): decisions go by EVALSHA, which costs Redis more per call (docs/configuration.md)",
     );
   }
-}
-
-/**
- * The id of the request whose response is pending on `socket`, when Node reports an error of that
- * request's body (the admission hook set it on the raw response); undefined when no request was read.
- */
-function requestIdOn(socket: Socket): string | undefined {
-  const id = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage?.getHeader(
-    REQUEST_ID_HEADER,
-  );
-  return typeof id === 'string' ? id : undefined;
 }
 
 /** Waits (at most `waitMs`) until every exchange holding slots has ended and sent its slots back. */
