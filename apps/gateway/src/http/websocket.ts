@@ -23,8 +23,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer } from 'ws';
 import { refuse } from './answers.js';
 import { errorBody } from './errors.js';
-import { type ForwardingOptions, type OutgoingHeaders, setForwardingHeaders } from './forwarding.js';
-import { stripResponseHeaders } from './header-hygiene.js';
+import {
+  type ForwardingOptions,
+  type OutgoingHeaders,
+  setForwardingHeaders,
+  stripResponseHeaders,
+} from './forwarding.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
 
 /** Where an admitted handshake goes: its entry's origin, the forwarded path, and the entry's Host choice. */
