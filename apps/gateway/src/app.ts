@@ -13,7 +13,6 @@
  * lower ones (layers.test.ts).
  */
 
-import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createEngine, type Engine, type EngineConfig, type RulesSource } from '@sluice/engine';
@@ -33,12 +32,16 @@ import { bodyTooLargeMessage } from './http/answers.js';
 import { clientErrorResponse, errorBody } from './http/errors.js';
 import { identityHook } from './http/identity-hook.js';
 import { limitHook } from './http/limit-hook.js';
+import {
+  adaptNodeServer,
+  Http1Requests,
+  requestIdGenerator,
+  requestIdOn,
+  routeUpgrades,
+} from './http/node-http1.js';
 import { registerRequestContext } from './http/request-context.js';
-import { REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.js';
-import { limitHeaderCount, routeConnects } from './http/request-line.js';
-import { rewriteTarget } from './http/target.js';
 import { registerUpstreams } from './http/upstreams.js';
-import { routeUpgrades, WebSocketRelays } from './http/websocket.js';
+import { WebSocketRelays } from './http/websocket.js';
 import { GatewayMetrics } from './telemetry/metrics.js';
 
 /** A concurrency slot outlives the longest exchange (UPSTREAM_TIMEOUT_MS) by this much (docs/lifecycle.md), ms. */
@@ -151,10 +154,11 @@ export function buildGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gat
       trustProxy: config.trustProxy !== false,
       isClosing,
       bodyLimitBytes: config.bodyLimitBytes,
-      maxHeaderCount: config.maxHeaderCount,
     }),
   );
-  proxy.addHook('onRequest', identityHook({ core: engine.core, verifier, metrics }));
+  // without a verifier every request is unauthenticated: the hook would only pass it on
+  if (verifier !== undefined)
+    proxy.addHook('onRequest', identityHook({ core: engine.core, verifier, metrics }));
   proxy.addHook('onRequest', limitHook({ core: engine.core, metrics }));
   proxy.setErrorHandler(answerFastifyErrors(config.bodyLimitBytes));
   const upstreamsRegistered = registerUpstreams(proxy, {
@@ -224,7 +228,7 @@ function createProxyListener(
     // the id comes from a trusted proxy only (request-id.ts); Fastify binds it to the request's logger
     genReqId: requestIdGenerator(trust),
     trustProxy: trust,
-    rewriteUrl: rewriteTarget,
+    rewriteUrl: new Http1Requests(config.maxHeaderCount).rewriteUrl,
     bodyLimit: config.bodyLimitBytes,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -244,12 +248,8 @@ function createProxyListener(
       socket.destroySoon();
     },
   });
-  // Node would answer `Expect: 100-continue` at once, inviting the body before any decision; the
-  // limit hook sends the 100 itself, only to admitted requests.
-  proxy.server.on('checkContinue', (request, response) => proxy.server.emit('request', request, response));
-  // CONNECT and header lines past MAX_HEADER_COUNT reach the admission hook, which refuses them
-  routeConnects(proxy);
-  limitHeaderCount(proxy, config.maxHeaderCount);
+  // CONNECT and header lines past MAX_HEADER_COUNT reach the admission hook, `Expect: 100-continue` the limit hook
+  adaptNodeServer(proxy, config.maxHeaderCount);
   registerRequestContext(proxy);
   return proxy;
 }
@@ -273,17 +273,6 @@ function answerFastifyErrors(bodyLimitBytes: number) {
     }
     reply.code(400).send(errorBody('SLUICE_BAD_REQUEST', error.message, details));
   };
-}
-
-/**
- * The id of the request whose response is pending on `socket`, when Node reports an error of that
- * request's body (the admission hook set it on the raw response); undefined when no request was read.
- */
-function requestIdOn(socket: Socket): string | undefined {
-  const id = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage?.getHeader(
-    REQUEST_ID_HEADER,
-  );
-  return typeof id === 'string' ? id : undefined;
 }
 
 /** The engine's part of the gateway's configuration. */

@@ -1,23 +1,22 @@
 /**
  * The first onRequest hook: the response's X-Request-Id (request-id.ts), then everything the gateway
  * refuses without a decision, so a request that will not be proxied never costs a token. In order:
- * shutting down (503), a request line or head it never proxies (request-line.ts: CONNECT 405,
- * HTTP/0.9 400, too many header lines 431), an unsafe target or host (400), no route (404, or 405
+ * shutting down (503), a request refused from its head, as its transport read it (node-http1.ts: CONNECT
+ * 405, HTTP/0.9 400, too many header lines 431, an unsafe target or host 400), no route (404, or 405
  * for a method no route takes), a forwarding header naming no client (400), a declared body over
  * BODY_LIMIT_BYTES (413; a chunked one is cut while it streams). A request that passes gets its
  * context (`request.sluice`). Then the hook holds a pipelined request until the
  * responses before it on its connection are done: if one of them closes the connection, Node never
  * answers this request, so it must not reach an upstream (or be charged) either.
  */
-import { forwardedClientIp, normalizePath } from '@sluice/shared';
+import { forwardedClientIp } from '@sluice/shared';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { UpstreamConfig } from '../config/config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { refuse, refuseBodyTooLarge } from './answers.js';
+import { transportOf } from './node-http1.js';
 import { RequestContext } from './request-context.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
-import { refusedRequestLine } from './request-line.js';
-import { hostOf, REFUSED_TARGET_URL, requestHost } from './target.js';
 
 /** Every method a proxied route accepts. */
 export const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -36,7 +35,7 @@ function takes(upstream: UpstreamConfig, host: string | undefined, path: string)
   return prefix === '/' || path === prefix || path.startsWith(`${prefix}/`);
 }
 
-/** The normalised path of a request `rewriteTarget` let through (its `req.url` without the query). */
+/** The normalised path of a request the transport let through (its `req.url` without the query). */
 function pathOf(url: string): string {
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
@@ -50,7 +49,7 @@ export function refuseUnrouted(
   metrics: GatewayMetrics,
 ): void {
   const path = pathOf(request.raw.url ?? '/');
-  const host = hostOf(request.raw);
+  const host = transportOf(request.raw).authority;
   if (upstreams.some((u) => takes(u, host, path))) {
     metrics.badRequests.labels('SLUICE_METHOD_NOT_ALLOWED').inc();
     reply.header('allow', ALLOW);
@@ -70,12 +69,10 @@ export interface AdmissionOptions {
   isClosing: () => boolean;
   /** largest request body the gateway proxies: a larger declared `Content-Length` is refused (413) */
   bodyLimitBytes: number;
-  /** most header lines a request may have (MAX_HEADER_COUNT): more are refused (431) */
-  maxHeaderCount: number;
 }
 
 export function admitRequest(options: AdmissionOptions) {
-  const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes, maxHeaderCount } = options;
+  const { upstreams, metrics, trustProxy, isClosing, bodyLimitBytes } = options;
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const raw = request.raw;
     reply.header(REQUEST_ID_HEADER, request.id);
@@ -88,10 +85,11 @@ export function admitRequest(options: AdmissionOptions) {
       refuse(reply, 'SLUICE_SHUTTING_DOWN', 'the gateway is shutting down; retry on another instance');
       return;
     }
-    const refusal = refusedRequestLine(raw, maxHeaderCount, ALLOW);
+    const transport = transportOf(raw);
+    const refusal = transport.refusal;
     if (refusal !== undefined) {
       metrics.badRequests.labels(refusal.reason ?? refusal.code).inc();
-      if (refusal.allow !== undefined) reply.header('allow', refusal.allow);
+      if (refusal.code === 'SLUICE_METHOD_NOT_ALLOWED') reply.header('allow', ALLOW);
       refuse(
         reply,
         refusal.code,
@@ -100,16 +98,11 @@ export function admitRequest(options: AdmissionOptions) {
       );
       return;
     }
-    const url = raw.url ?? '';
-    if (url === REFUSED_TARGET_URL) {
-      refuseTarget(request, reply, metrics);
-      return;
-    }
     if (request.is404) {
       refuseUnrouted(request, reply, upstreams, metrics);
       return;
     }
-    const clientAddress = trustProxy ? forwardedClientIp(request.ip) : raw.socket.remoteAddress;
+    const clientAddress = trustProxy ? forwardedClientIp(request.ip) : transport.peer.address;
     if (trustProxy && clientAddress === undefined) {
       metrics.badRequests.labels('SLUICE_BAD_FORWARDED_FOR').inc();
       refuse(
@@ -119,13 +112,19 @@ export function admitRequest(options: AdmissionOptions) {
       );
       return;
     }
-    const contentLength = raw.headers['content-length'];
+    const contentLength = transport.headers['content-length'];
     if (contentLength !== undefined && Number(contentLength) > bodyLimitBytes) {
       metrics.badRequests.labels('SLUICE_BODY_TOO_LARGE').inc();
       refuseBodyTooLarge(reply, bodyLimitBytes);
       return;
     }
-    request.sluice = new RequestContext(raw, raw.method ?? '', hostOf(raw), pathOf(url), clientAddress);
+    request.sluice = new RequestContext(
+      transport,
+      transport.method,
+      transport.authority,
+      pathOf(raw.url ?? ''),
+      clientAddress,
+    );
     const response = reply.raw;
     const socket = raw.socket;
     if (response.socket != null) {
@@ -147,24 +146,6 @@ export function admitRequest(options: AdmissionOptions) {
     response.once('socket', onTurn);
     socket.once('close', onClose);
   };
-}
-
-/** 400 for a target or Host `rewriteTarget` refused, with the reason read again. */
-function refuseTarget(request: FastifyRequest, reply: FastifyReply, metrics: GatewayMetrics): void {
-  const raw = request.raw;
-  // Fastify keeps the target as received beside the rewritten one
-  const target = normalizePath((raw as typeof raw & { originalUrl?: string }).originalUrl ?? '');
-  if (!target.ok) {
-    metrics.badRequests.labels(target.code).inc();
-    refuse(reply, 'SLUICE_BAD_PATH', target.message, { reason: target.code });
-    return;
-  }
-  const host = requestHost(raw);
-  const code = host.ok ? 'HOST_INVALID' : host.code;
-  metrics.badRequests.labels(code).inc();
-  refuse(reply, 'SLUICE_BAD_HOST', host.ok ? 'the Host header cannot be read' : host.message, {
-    reason: code,
-  });
 }
 
 /** True once an answer on this connection decided to close it (Node ends the socket after sending it). */

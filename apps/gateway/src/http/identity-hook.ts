@@ -28,8 +28,7 @@ export function identityHook({ core, verifier, metrics }: IdentityHookOptions) {
       done();
       return;
     }
-    const authorization = context.raw.headers.authorization;
-    const token = bearerToken(authorization);
+    const token = bearerToken(context.joinedHeader('authorization'));
     if (token === undefined) {
       done();
       return;

@@ -57,7 +57,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     reply: FastifyReply,
     done: HookHandlerDoneFunction,
   ) {
-    const raw = context.raw;
+    const raw = reply.request.raw;
     switch (decision.kind) {
       case 'not-ready':
         metrics.badRequests.labels('SLUICE_RULES_NOT_LOADED').inc();
@@ -107,7 +107,7 @@ export function limitHook({ core, metrics }: LimitHookOptions) {
     done: HookHandlerDoneFunction,
   ): void {
     const rule = decision.rule;
-    const raw = context.raw;
+    const raw = reply.request.raw;
     context.limited = true;
     // a shadow rule's dry run changes nothing a client can see (SPEC §4, draft-11)
     context.shadow = rule.shadow;

@@ -10,10 +10,11 @@
  * end the exchange for the upstream: the gateway aborts the upstream request and keeps the slot
  * until that abort has completed, so aborting clients never put more than `max` at the upstream.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Exchange, RequestFacts, VerifiedClaims } from '@sluice/shared';
 import type { FastifyInstance } from 'fastify';
+import type { TransportRequest } from './transport-request.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,7 +46,8 @@ export class RequestContext implements RequestFacts {
   #upstreamBody: Readable | undefined = undefined;
 
   constructor(
-    readonly raw: IncomingMessage,
+    /** the request as its transport gave it (transport-request.ts) */
+    readonly transport: TransportRequest,
     readonly method: string,
     /** normalised; undefined when the request names no host */
     readonly host: string | undefined,
@@ -56,11 +58,11 @@ export class RequestContext implements RequestFacts {
   ) {}
 
   header(lowercaseName: string): readonly string[] | undefined {
-    return this.raw.headersDistinct[lowercaseName];
+    return this.transport.headerLines(lowercaseName);
   }
 
   joinedHeader(lowercaseName: string): string | undefined {
-    const value = this.raw.headers[lowercaseName];
+    const value = this.transport.headers[lowercaseName];
     // an array only for set-cookie, never a request header that keys a client
     return typeof value === 'string' ? value : value?.[0];
   }

@@ -1,6 +1,6 @@
 /**
  * One upstream request of a proxied HTTP exchange, on undici's `dispatch` with a handler of our own:
- * the upstream's status and header lines are read once (header-hygiene.ts) and written to the
+ * the upstream's status and header lines are read once (forwarding.ts) and written to the
  * client's response as one flat list, and its body chunks go to the client as undici hands them over,
  * with undici's socket paused while the client's side is full.
  *
@@ -29,8 +29,14 @@ import { type Dispatcher, errors, type Pool } from 'undici';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { refuseBodyTooLarge } from './answers.js';
 import { errorBody, GatewayError } from './errors.js';
-import { type ForwardingOptions, type OutgoingHeaders, setForwardingHeaders } from './forwarding.js';
-import { responseLines, sanitizedLines, stripRequestHeaders } from './header-hygiene.js';
+import {
+  type ForwardingOptions,
+  type OutgoingHeaders,
+  responseLines,
+  sanitizedLines,
+  setForwardingHeaders,
+  stripRequestHeaders,
+} from './forwarding.js';
 import type { RequestContext } from './request-context.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
 

@@ -18,9 +18,9 @@ import { PROXY_METHODS, refuseUnrouted, upstreamName } from './admission.js';
 import { bodyTooLargeMessage } from './answers.js';
 import { GatewayError } from './errors.js';
 import type { ForwardingOptions } from './forwarding.js';
-import { HOST_CONSTRAINT, hostConstraintStrategy } from './target.js';
+import { HOST_CONSTRAINT, hostConstraintStrategy } from './node-http1.js';
 import { BACKSTOP_MS, forward, type UpstreamTarget } from './upstream-call.js';
-import { isWebSocketHandshake, type WebSocketRelays } from './websocket.js';
+import type { WebSocketRelays } from './websocket.js';
 
 /**
  * A request body stream that fails with 413 past `limitBytes`. Only chunked bodies need it: a
@@ -101,13 +101,12 @@ export async function registerUpstreams(app: FastifyInstance, options: ProxyOpti
       errors: metrics.upstreamErrorCounters(name),
     };
     const handler: RouteHandlerMethod = (request, reply) => {
-      if (isWebSocketHandshake(request.raw)) {
-        const url = request.raw.url ?? '/';
-        const query = url.indexOf('?');
+      const context = request.sluice;
+      if (context?.transport.webSocket) {
         webSockets.relay(request, reply, {
           origin: upstream.origin,
           // the relay adds the query itself
-          path: query === -1 ? url : url.slice(0, query),
+          path: context.path,
           preserveHost: target.preserveHost,
         });
       } else forward(request, reply, target);

@@ -1,6 +1,6 @@
 /**
  * WebSockets (docs/gateway.md, "WebSockets"). A handshake (`GET` with `Upgrade: websocket`) arrives
- * on Node's 'upgrade' event; `routeUpgrades` hands it to Fastify's router like any request, so it is
+ * on Node's 'upgrade' event; `routeUpgrades` (node-http1.ts) hands it to Fastify's router like any request, so it is
  * normalised (target.ts), admitted (admission.ts) and decided (limit-hook.ts) exactly as a GET: a
  * denied one gets the usual 429 and the upstream is never contacted. An admitted one reaches its
  * UPSTREAMS entry's route, whose handler calls `WebSocketRelays.relay`:
@@ -19,36 +19,17 @@
  * that sent it is closed with 1009); a side that cannot keep up pauses the other.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer } from 'ws';
 import { refuse } from './answers.js';
 import { errorBody } from './errors.js';
-import { type ForwardingOptions, type OutgoingHeaders, setForwardingHeaders } from './forwarding.js';
-import { routeHandedOver } from './handed-over.js';
-import { stripResponseHeaders } from './header-hygiene.js';
+import {
+  type ForwardingOptions,
+  type OutgoingHeaders,
+  setForwardingHeaders,
+  stripResponseHeaders,
+} from './forwarding.js';
 import { REQUEST_ID_HEADER } from './request-id.js';
-
-/** A GET asking to become a WebSocket (RFC 6455 §4.2.1), delivered on Node's 'upgrade' event. */
-export function isWebSocketHandshake(raw: IncomingMessage): boolean {
-  // Node sets `upgrade` (undeclared in its types) on a request it hands to the 'upgrade' event
-  return (
-    (raw as IncomingMessage & { upgrade?: boolean }).upgrade === true &&
-    raw.method === 'GET' &&
-    raw.headers.upgrade?.toLowerCase() === 'websocket'
-  );
-}
-
-/**
- * Routes every upgrade request through Fastify, as the 'request' event would. An answer other than a
- * relayed WebSocket (a refusal, a 429, or a plain answer to an upgrade the gateway does not relay,
- * such as `h2c`) ends the connection: no HTTP parser reads this socket any more.
- */
-export function routeUpgrades(app: FastifyInstance): void {
-  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
-    routeHandedOver(app, req, socket, head),
-  );
-}
 
 /** Where an admitted handshake goes: its entry's origin, the forwarded path, and the entry's Host choice. */
 export interface RelayTarget {
