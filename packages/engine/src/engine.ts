@@ -108,7 +108,8 @@ export function createEngine(config: EngineConfig, deps: EngineDeps): Engine {
     gateways: () => heartbeat?.gateways ?? 1,
   });
   const offenderLog = new OffenderLog();
-  limiter.events.onDenied((event) => offenderLog.record(event));
+  // bound, not wrapped: a denial then goes straight to the log, through no frame of this file
+  limiter.events.onDenied(offenderLog.record.bind(offenderLog));
   const flusher =
     shared &&
     new OffenderFlusher({ log: offenderLog, shared, intervalMs: deps.offendersFlushMs, logger: log });
