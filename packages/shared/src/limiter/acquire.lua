@@ -3,6 +3,7 @@ Sluice limiter: the one script every decision runs (one call per request, whatev
 limits: FCALL of the Redis Function library made of this text, or EVALSHA of it, see `run` at the
 end). The algorithm snippets (algorithms/*/<name>.lua) are spliced in at the line "-- @algorithms"
 when the text is assembled (acquire-script.ts); each registers itself in ALGORITHMS.
+An overview of this wire format, batch form included: docs/redis-protocol.md.
 
 KEYS[k]   the state key of check k (k = 1..n), built with limitKey(); all of one request's keys
           share a Redis Cluster hash tag

@@ -281,44 +281,46 @@ export class RedisStore implements Store {
     nowMs: string,
   ): Promise<StoreDecision> {
     const ids = slotIds(checks);
-    return this.#channel.call(
-      'acquire',
+    return this.#channel.call({
+      operation: 'acquire',
       keys,
-      acquireArgs(checks),
+      args: acquireArgs(checks),
       ids,
       nowMs,
-      this.#minTtlMs,
-      decisionOfReply,
-      checks,
+      minTtlMs: this.#minTtlMs,
+      decode: decisionOfReply,
+      context: checks,
       // one more like the request before it in a batch: limits of a string state, read back from it,
       // or slots only (a lease id per check), each request sending its lease ids
-      ids === undefined
-        ? decisionsAgainOfReply
-        : ids.length === checks.length
-          ? decisionsOfTakesReply
-          : undefined,
-    );
+      decodeAgain:
+        ids === undefined
+          ? decisionsAgainOfReply
+          : ids.length === checks.length
+            ? decisionsOfTakesReply
+            : undefined,
+    });
   }
 
   /** One "settle" (or, for renewals, "renew") call: `settlements` share one slot on a Cluster. */
   #settleGroup(settlements: readonly Settlement[], nowMs: string): Promise<SettledLimit[]> {
     const operation = settlements[0]!.renew === true ? 'renew' : 'settle';
     const ids = slotIds(settlements);
-    return this.#channel.call(
+    return this.#channel.call({
       operation,
-      settleKeys(settlements, this.#keyPrefix),
-      settleArgs(settlements),
+      keys: settleKeys(settlements, this.#keyPrefix),
+      args: settleArgs(settlements),
       ids,
       nowMs,
-      this.#minTtlMs,
-      settledOfReply,
-      settlements,
+      minTtlMs: this.#minTtlMs,
+      decode: settledOfReply,
+      context: settlements,
       // slots given back (a lease id per settlement) and no cost changed: a batch may send it as one
       // more like the give-back before
-      operation === 'settle' && ids?.length === settlements.length && changesNoCost(settlements)
-        ? settledAgainOfReply
-        : undefined,
-    );
+      decodeAgain:
+        operation === 'settle' && ids?.length === settlements.length && changesNoCost(settlements)
+          ? settledAgainOfReply
+          : undefined,
+    });
   }
 
   /** Sends one script call (FCALL, or EVALSHA: redis/function-library.ts); rejects with a `StoreError`. */

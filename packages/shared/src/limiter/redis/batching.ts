@@ -15,15 +15,7 @@
  */
 import type { Writable } from 'node:stream';
 import { StoreError } from '../store.js';
-import {
-  type AgainDecoder,
-  type ReplyDecoder,
-  type ScriptChannel,
-  type ScriptOperation,
-  type SendScript,
-  singleCallArguments,
-  toStoreError,
-} from './script.js';
+import { type ScriptCall, type ScriptChannel, type SendScript, sendSingle, toStoreError } from './script.js';
 
 /**
  * Most requests in one batched script call. Redis runs a script alone: nothing else is served while it
@@ -49,16 +41,7 @@ export const HELD_TURNS_MAX = 2;
 
 /** One request's script call waiting in a batch. */
 interface PendingCall {
-  readonly operation: ScriptOperation;
-  readonly keys: readonly string[];
-  /** its per-check arguments: the same array for requests of the same limits (`acquireArgs`) */
-  readonly args: readonly string[];
-  /** its own ids (lease ids), sent after its arguments or after a reference back to them */
-  readonly ids: readonly string[] | undefined;
-  readonly decode: ReplyDecoder<unknown, unknown>;
-  readonly context: unknown;
-  /** set: the request may be sent as an "again" of one exactly like it */
-  readonly decodeAgain: AgainDecoder<unknown, unknown> | undefined;
+  readonly call: ScriptCall<unknown, unknown>;
   readonly resolve: (decoded: unknown) => void;
   readonly reject: (error: StoreError) => void;
   /** the requests exactly like this one that came right after it, sent as its "again" */
@@ -69,9 +52,10 @@ interface PendingCall {
  * `request` may ride as an "again" of `before`: both allow it and make the same operation on the same
  * keys and limits; a take or give-back of slots sends its own lease ids, one per key.
  */
-function isAgainOf(request: PendingCall, before: PendingCall | undefined): boolean {
+function isAgainOf({ call: request }: PendingCall, previous: PendingCall | undefined): boolean {
+  if (previous === undefined) return false;
+  const before = previous.call;
   if (
-    before === undefined ||
     request.decodeAgain === undefined ||
     before.decodeAgain !== request.decodeAgain ||
     before.operation !== request.operation
@@ -97,9 +81,9 @@ function isAgainOf(request: PendingCall, before: PendingCall | undefined): boole
 function answerAgain(requests: readonly PendingCall[], reply: unknown): void {
   let decoded: unknown[];
   try {
-    decoded = requests[0]!.decodeAgain!(
+    decoded = requests[0]!.call.decodeAgain!(
       reply,
-      requests.map((request) => request.context),
+      requests.map((request) => request.call.context),
     );
   } catch (error) {
     for (const request of requests) request.reject(error as StoreError);
@@ -112,7 +96,7 @@ function answerAgain(requests: readonly PendingCall[], reply: unknown): void {
 function answer(request: PendingCall, reply: unknown): void {
   let decoded: unknown;
   try {
-    decoded = request.decode(reply, request.context);
+    decoded = request.call.decode(reply, request.call.context);
   } catch (error) {
     request.reject(error as StoreError);
     return;
@@ -129,8 +113,8 @@ function keysRepeat(requests: readonly PendingCall[]): boolean {
   // a set of this call's own, not one emptied after each use: see `openBatches` on why
   const seenKeys = new Set<string>();
   let repeats = false;
-  outer: for (const { keys } of requests) {
-    for (const key of keys) {
+  outer: for (const { call } of requests) {
+    for (const key of call.keys) {
       if (seenKeys.has(key)) {
         repeats = true;
         break outer;
@@ -191,17 +175,8 @@ export class BatchingChannel implements ScriptChannel {
     this.#socketToCork = socketToCork;
   }
 
-  call<T, C>(
-    operation: ScriptOperation,
-    keys: readonly string[],
-    args: readonly string[],
-    ids: readonly string[] | undefined,
-    nowMs: string,
-    minTtlMs: string,
-    decode: ReplyDecoder<T, C>,
-    context: C,
-    decodeAgain?: AgainDecoder<T, C>,
-  ): Promise<T> {
+  call<T, C>(call: ScriptCall<T, C>): Promise<T> {
+    const { keys, nowMs, minTtlMs } = call;
     return new Promise<T>((resolve, reject) => {
       const route = this.#routeOf(keys[0]!);
       const n = keys.length;
@@ -221,13 +196,7 @@ export class BatchingChannel implements ScriptChannel {
         this.#openRoutes.push(route);
       }
       const request: PendingCall = {
-        operation,
-        keys,
-        args,
-        ids,
-        decode: decode as ReplyDecoder<unknown, unknown>,
-        context,
-        decodeAgain: decodeAgain as AgainDecoder<unknown, unknown> | undefined,
+        call: call as ScriptCall<unknown, unknown>,
         resolve: resolve as (decoded: unknown) => void,
         reject,
         again: undefined,
@@ -296,11 +265,7 @@ export class BatchingChannel implements ScriptChannel {
     const { requests, nowMs, minTtlMs } = batch;
     if (requests.length === 1 && requests[0]!.again === undefined) {
       const request = requests[0]!;
-      const { operation, keys, args, ids } = request;
-      this.#send(keys.length, singleCallArguments(operation, keys, args, ids, nowMs, minTtlMs)).then(
-        (reply) => answer(request, reply),
-        request.reject,
-      );
+      sendSingle(this.#send, request.call).then((reply) => answer(request, reply), request.reject);
       return;
     }
     // One array of its final length, keys first, then the arguments. A request whose arguments are
@@ -312,7 +277,8 @@ export class BatchingChannel implements ScriptChannel {
     let length = batch.keyCount + 4;
     let repeats = false;
     for (let j = 0; j < requests.length; j++) {
-      const { operation, args, ids, again } = requests[j]!;
+      const { call, again } = requests[j]!;
+      const { operation, args, ids } = call;
       entries++;
       if (firstUse.has(args)) length += 3;
       else {
@@ -326,7 +292,7 @@ export class BatchingChannel implements ScriptChannel {
         // takes decide on what the request before left (a string state kept pending, a count of
         // slots followed); slots' riders send their own lease ids after the header
         if (operation === 'acquire') repeats = true;
-        if (ids !== undefined) for (const rider of again) length += rider.ids!.length;
+        if (ids !== undefined) for (const rider of again) length += rider.call.ids!.length;
       }
     }
     const keysAndArgs: string[] = new Array(length);
@@ -339,7 +305,8 @@ export class BatchingChannel implements ScriptChannel {
     keysAndArgs[a++] = String(entries);
     let entry = 0;
     for (let j = 0; j < requests.length; j++) {
-      const { operation, keys, args, ids, again } = requests[j]!;
+      const { call, again } = requests[j]!;
+      const { operation, keys, args, ids } = call;
       entry++;
       for (let i = 0; i < keys.length; i++) keysAndArgs[k++] = keys[i]!;
       keysAndArgs[a++] = operation;
@@ -357,7 +324,7 @@ export class BatchingChannel implements ScriptChannel {
         keysAndArgs[a++] = String(again.length);
         if (ids !== undefined) {
           for (const rider of again) {
-            const riderIds = rider.ids!;
+            const riderIds = rider.call.ids!;
             for (let i = 0; i < riderIds.length; i++) keysAndArgs[a++] = riderIds[i]!;
           }
         }

@@ -23,26 +23,27 @@ export function decisionOfReply(reply: unknown, checks: readonly LimitCheck[]): 
   if (typeof reply !== 'string') throw unreadable(reply);
   const n = checks.length;
   const outcomes: LimitOutcome[] = new Array(n);
+  const field: Field = { end: 0 };
   let at = 0;
   for (let i = 0; i < n; i++) {
     const flag = reply.charCodeAt(at);
     if (!((flag === ONE || flag === ZERO) && reply.charCodeAt(at + 1) === SPACE)) throw unreadable(reply);
-    const level = numberAt(reply, at + 2);
-    const retryAfterMs = fieldEnd === reply.length ? Number.NaN : numberAt(reply, fieldEnd + 1);
-    const resetMs = fieldEnd === reply.length ? Number.NaN : numberAt(reply, fieldEnd + 1);
+    const level = numberAt(reply, at + 2, field);
+    const retryAfterMs = field.end === reply.length ? Number.NaN : numberAt(reply, field.end + 1, field);
+    const resetMs = field.end === reply.length ? Number.NaN : numberAt(reply, field.end + 1, field);
     if (
-      fieldEnd === reply.length ||
+      field.end === reply.length ||
       !Number.isFinite(level) ||
       !Number.isInteger(retryAfterMs) ||
       !Number.isInteger(resetMs)
     ) {
       throw unreadable(reply);
     }
-    at = fieldEnd + 1;
+    at = field.end + 1;
     outcomes[i] = outcomeOf(checks[i]!.spec, { allowed: flag === ONE, level, retryAfterMs, resetMs });
   }
-  const atMs = numberAt(reply, at);
-  if (fieldEnd !== reply.length || !Number.isFinite(atMs)) throw unreadable(reply);
+  const atMs = numberAt(reply, at, field);
+  if (field.end !== reply.length || !Number.isFinite(atMs)) throw unreadable(reply);
   return decisionOf(outcomes, atMs);
 }
 
@@ -145,14 +146,15 @@ export function settledOfReply(reply: unknown, settlements: readonly Settlement[
   const n = settlements.length;
   if (typeof reply !== 'string' || (reply === '') !== (n === 0)) throw unreadable(reply);
   const settled: SettledLimit[] = new Array(n);
+  const field: Field = { end: 0 };
   let at = 0;
   for (let i = 0; i < n; i++) {
-    const level = numberAt(reply, at);
-    const resetMs = fieldEnd === reply.length ? Number.NaN : numberAt(reply, fieldEnd + 1);
+    const level = numberAt(reply, at, field);
+    const resetMs = field.end === reply.length ? Number.NaN : numberAt(reply, field.end + 1, field);
     if (!Number.isFinite(level) || !Number.isInteger(resetMs)) throw unreadable(reply);
     // the last value ends the reply; every other is followed by a space
-    if ((fieldEnd === reply.length) !== (i === n - 1)) throw unreadable(reply);
-    at = fieldEnd + 1;
+    if ((field.end === reply.length) !== (i === n - 1)) throw unreadable(reply);
+    at = field.end + 1;
     settled[i] = resetMs === -1 ? DROPPED_SETTLEMENT : settledOf(settlements[i]!.spec, level, resetMs);
   }
   return settled;
@@ -176,18 +178,25 @@ const ZERO = 48;
 const ONE = 49;
 const NINE = 57;
 
-/** Where the value `numberAt` read last ends: the index of the space after it, or the reply's length. */
-let fieldEnd = 0;
+/**
+ * One reply's read position, owned by the decoding call: `numberAt` returns its number and leaves here
+ * the index of the space after it, or the reply's length. A per-call object rather than a module-level
+ * variable, so that no decode depends on another's leftovers (issue 39); one small object per reply,
+ * where returning a pair per number would make one per field.
+ */
+interface Field {
+  end: number;
+}
 
 /**
  * The number the script wrote ('%d' or '%.17g') from `text[from]` up to the next space or the end
- * (`fieldEnd` is set to where it stops); NaN for an empty or unreadable one. Up to 15 digits (a whole
+ * (`field.end` is set to where it stops); NaN for an empty or unreadable one. Up to 15 digits (a whole
  * number below 2^53: exact) are read digit by digit, no string made; anything else as `Number` reads it.
  */
-function numberAt(text: string, from: number): number {
+function numberAt(text: string, from: number, field: Field): number {
   let end = text.indexOf(' ', from);
   if (end === -1) end = text.length;
-  fieldEnd = end;
+  field.end = end;
   if (end - from <= 15) {
     let value = 0;
     let i = from;

@@ -1,6 +1,7 @@
 /**
  * acquire.lua as an ioredis command: its name and typing, its registration, what one request's call
- * sends (its keys, then its per-check arguments), and the failures of a call as `StoreError`s.
+ * sends (its keys, then its per-check arguments), and the failures of a call as `StoreError`s. The
+ * wire format (KEYS, ARGV, ids, replies, the "batch" form) is written down in docs/redis-protocol.md.
  *
  * The script is registered once per client with `defineCommand` (only if absent); ioredis then sends
  * EVALSHA and falls back to EVAL by itself when Redis answers NOSCRIPT (after a restart or `SCRIPT
@@ -45,32 +46,44 @@ export type AgainDecoder<T, C> = (reply: unknown, contexts: readonly C[]) => T[]
 export type SendScript = (numberOfKeys: number, keysAndArgs: string[]) => Promise<unknown>;
 
 /**
- * How a request's script call reaches Redis: at once, or in a batch (batching.ts). `keys` are the
- * request's keys (one slot on a Cluster), `args` its per-check arguments (the same array for every
- * request of the same limits: `acquireArgs`, `settleArgs`), `ids` its own ids (its concurrency slots'
- * lease ids: `slotIds`), sent after them; `nowMs` and `minTtlMs` are the script's ARGV[2] and ARGV[3]
- * ('' for Redis TIME and no floor).
+ * One request's script call, as every channel takes it (issue 39: this was nine positional
+ * parameters, written out three times). The wire format it becomes is docs/redis-protocol.md.
  */
+export interface ScriptCall<T, C> {
+  readonly operation: ScriptOperation;
+  /** the request's keys, one per check (one slot on a Cluster) */
+  readonly keys: readonly string[];
+  /**
+   * its per-check arguments: the same array for every request of the same limits (`acquireArgs`,
+   * `settleArgs`), so that a batch sends it once and refers back to it
+   */
+  readonly args: readonly string[];
+  /** its own ids, sent after `args`: its concurrency slots' lease ids (`slotIds`); undefined: none */
+  readonly ids: readonly string[] | undefined;
+  /** the script's clock, ARGV[2]: '' for Redis TIME */
+  readonly nowMs: string;
+  /** the script's floor on a key's TTL, ARGV[3]: '' for none */
+  readonly minTtlMs: string;
+  /** reads the reply where it arrives (no promise chained per request for it) */
+  readonly decode: ReplyDecoder<T, C>;
+  /** what the request asked (its checks, its settlements), handed to the decoders */
+  readonly context: C;
+  /**
+   * Set for an acquire whose limits keep a string state, or a settlement that only gives slots back:
+   * a batch may send this request as one more of the request just before it when that is exactly
+   * like it (the same operation, keys and `args` array; a give-back sends its own ids), and read its
+   * answer with this.
+   */
+  readonly decodeAgain?: AgainDecoder<T, C> | undefined;
+}
+
+/** How a request's script call reaches Redis: at once, or in a batch (batching.ts). */
 export interface ScriptChannel {
   /**
-   * Resolves with `decode(reply, context)`, rejects with a `StoreError` (a failed call, or what
-   * `decode` threw). The reply is decoded where it arrives: no promise chained per request for it.
-   * `decodeAgain`, for an acquire whose limits keep a string state or a settlement that only gives
-   * slots back: a batch may send this request as one more of the request just before it when that is
-   * exactly like it (the same operation, keys and `args` array; a give-back sends its own ids), and
-   * read its answer with `decodeAgain`.
+   * Resolves with `call.decode(reply, call.context)`, rejects with a `StoreError` (a failed call, or
+   * what `decode` threw).
    */
-  call<T, C>(
-    operation: ScriptOperation,
-    keys: readonly string[],
-    args: readonly string[],
-    ids: readonly string[] | undefined,
-    nowMs: string,
-    minTtlMs: string,
-    decode: ReplyDecoder<T, C>,
-    context: C,
-    decodeAgain?: AgainDecoder<T, C>,
-  ): Promise<T>;
+  call<T, C>(call: ScriptCall<T, C>): Promise<T>;
   /** sends whatever waits (the store closes) */
   flush(): void;
 }
@@ -83,18 +96,16 @@ export function defineAcquireCommand(client: RedisClient): void {
   }
 }
 
-/** One request's own call: its keys, the operation, the clock, the number of checks, its arguments, its ids. */
-export function singleCallArguments(
-  operation: ScriptOperation,
-  keys: readonly string[],
-  args: readonly string[],
-  ids: readonly string[] | undefined,
-  nowMs: string,
-  minTtlMs: string,
-): string[] {
-  const call = [...keys, operation, nowMs, minTtlMs, String(keys.length), ...args];
-  if (ids !== undefined) for (const id of ids) call.push(id);
-  return call;
+/**
+ * Sends `call` as its own script call (not the "batch" form): its keys, then the operation, the clock,
+ * the TTL floor, the number of checks, its arguments and its ids. The one place the single form is
+ * written; resolves with the raw reply.
+ */
+export function sendSingle(send: SendScript, call: ScriptCall<unknown, unknown>): Promise<unknown> {
+  const { keys, ids } = call;
+  const keysAndArgs = [...keys, call.operation, call.nowMs, call.minTtlMs, String(keys.length), ...call.args];
+  if (ids !== undefined) for (const id of ids) keysAndArgs.push(id);
+  return send(keys.length, keysAndArgs);
 }
 
 /** Most argument lists remembered per first spec (costs differ per request only with a cost rule). */

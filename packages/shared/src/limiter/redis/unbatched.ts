@@ -4,13 +4,7 @@
  * event-loop turn, so that the calls of one turn leave in one write, each still its own EVALSHA.
  */
 import type { Writable } from 'node:stream';
-import {
-  type ReplyDecoder,
-  type ScriptChannel,
-  type ScriptOperation,
-  type SendScript,
-  singleCallArguments,
-} from './script.js';
+import { type ScriptCall, type ScriptChannel, type SendScript, sendSingle } from './script.js';
 
 export class UnbatchedChannel implements ScriptChannel {
   readonly #send: SendScript;
@@ -24,19 +18,10 @@ export class UnbatchedChannel implements ScriptChannel {
     this.#socketToCork = socketToCork;
   }
 
-  call<T, C>(
-    operation: ScriptOperation,
-    keys: readonly string[],
-    args: readonly string[],
-    ids: readonly string[] | undefined,
-    nowMs: string,
-    minTtlMs: string,
-    decode: ReplyDecoder<T, C>,
-    context: C,
-  ): Promise<T> {
+  call<T, C>(call: ScriptCall<T, C>): Promise<T> {
     if (this.#socketToCork !== undefined && !this.#corked) this.#corkUntilTurnEnds(this.#socketToCork());
-    return this.#send(keys.length, singleCallArguments(operation, keys, args, ids, nowMs, minTtlMs)).then(
-      (reply) => decode(reply, context),
+    return sendSingle(this.#send, call as ScriptCall<unknown, unknown>).then((reply) =>
+      call.decode(reply, call.context),
     );
   }
 
