@@ -64,8 +64,8 @@ export {
 export * from './rules/algorithm-changes.js';
 export * from './rules/check.js';
 export * from './rules/defaults.js';
-export * from './rules/duration.js';
-export { clientWords, durationWords } from './rules/fields.js';
+export * from './format/duration.js';
+export { clientWords, durationWords } from './format/fields.js';
 export * from './rules/limits-of.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';

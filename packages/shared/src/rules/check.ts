@@ -13,7 +13,7 @@ import {
   DEFAULT_ALGORITHM,
 } from '../limiter/algorithms/index.js';
 import { checkBucketAdmits } from '../limiter/algorithms/token-bucket/rule-format.js';
-import { type Client, checkDuration, fail, type RuleFieldError } from './fields.js';
+import { type Client, checkDuration, fail, type RuleFieldError } from '../format/fields.js';
 import { parseIpNet } from './ip-nets.js';
 import type { RuleLimitInput } from './limit-schema.js';
 import type { RuleInput, RuleMatch } from './schema.js';

@@ -10,7 +10,7 @@ import { algorithmNamed, algorithmOf } from '../limiter/algorithms/index.js';
 import { headerItemName, policyItem } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
 import { checkRule } from './check.js';
-import type { RuleFieldError } from './fields.js';
+import type { RuleFieldError } from '../format/fields.js';
 import type { RuleLimit } from './limit-schema.js';
 import { limitsOf } from './limits-of.js';
 import { type PathSpecificity, pathSpecificity, ruleConditions } from './precedence.js';

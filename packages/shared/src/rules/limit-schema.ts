@@ -27,7 +27,7 @@ import {
   DEFAULT_ALGORITHM,
   type RegisteredAlgorithm,
 } from '../limiter/algorithms/index.js';
-import { ClientSchema, Tokens } from './fields.js';
+import { ClientSchema, Tokens } from '../format/fields.js';
 
 export const LIMIT_NAME_PATTERN = '^[a-z0-9][a-z0-9_-]{0,31}$';
 

@@ -4,7 +4,7 @@
  */
 import Compile from 'typebox/compile';
 import { checkRule } from './check.js';
-import type { RuleFieldError } from './fields.js';
+import type { RuleFieldError } from '../format/fields.js';
 import { type Rule, type RuleInput, RuleInputSchema, RuleSchema } from './schema.js';
 
 /** Schema errors come several per field (a union reports each branch); the last one sums them up. */
