@@ -22,9 +22,9 @@ function sources(folder: string): string[] {
 /** The files `file` imports by relative path (type-only imports count: they tie the folders too). */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/(?:import|export)\s+(?:type\s+)?(?:\{[^}]*\}|[\w*\s]+)\s+from\s+'(\.[^']+)'/g)].map(
-    (m) => join(dirname(file), m[1]!.replace(/\.js$/, '.ts')),
-  );
+  return [
+    ...text.matchAll(/(?:import|export)\s+(?:type\s+)?(?:\{[^}]*\}|[\w*\s]+)\s+from\s+'(\.[^']+)'/g),
+  ].map((m) => join(dirname(file), m[1]!.replace(/\.js$/, '.ts')));
 }
 
 /** The folder of src/ a file is in: `rules`, `limiter`, … */
@@ -35,7 +35,7 @@ function folderOf(file: string): string {
 /** Every file reachable from `files` by relative imports, with the chain that reached it. */
 function reach(files: string[]): Map<string, string[]> {
   const seen = new Map<string, string[]>();
-  const queue = files.map((file) => [file, [relative(SRC, file)]] as const);
+  const queue: [file: string, chain: string[]][] = files.map((file) => [file, [relative(SRC, file)]]);
   for (let i = 0; i < queue.length; i++) {
     const [file, chain] = queue[i]!;
     if (seen.has(file)) continue;
@@ -47,7 +47,9 @@ function reach(files: string[]): Map<string, string[]> {
 
 describe('rules/ and limiter/ are layers, not a loop', () => {
   it('finds the imports it walks (rules/ does import limiter/)', () => {
-    const direct = sources('rules').flatMap(importsOf).filter((file) => folderOf(file) === 'limiter');
+    const direct = sources('rules')
+      .flatMap(importsOf)
+      .filter((file) => folderOf(file) === 'limiter');
     expect(direct.length).toBeGreaterThan(0);
   });
 
