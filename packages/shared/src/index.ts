@@ -3,6 +3,8 @@ export * from './config/env-vars.js';
 export * from './config/host-port.js';
 export * from './config/read-env.js';
 export * from './decision/index.js';
+export * from './format/duration.js';
+export { clientWords, durationWords } from './format/fields.js';
 export * from './http/client-key.js';
 export * from './http/error-body.js';
 export * from './http/normalize-host.js';
@@ -64,8 +66,6 @@ export {
 export * from './rules/algorithm-changes.js';
 export * from './rules/check.js';
 export * from './rules/defaults.js';
-export * from './rules/duration.js';
-export { clientWords, durationWords } from './rules/fields.js';
 export * from './rules/limits-of.js';
 export * from './rules/match.js';
 export * from './rules/schema.js';

@@ -4,6 +4,8 @@
  * object-prototype names, IPs and CIDRs, and each limit's own checks, which its algorithm's plug-in makes
  * (durations, a limit some request could pass).
  */
+
+import { type Client, checkDuration, fail, type RuleFieldError } from '../format/fields.js';
 import { canonicalRulePath, normalizePath } from '../http/normalize-path.js';
 import type { AnyAlgorithm } from '../limiter/algorithms/index.js';
 import {
@@ -13,7 +15,6 @@ import {
   DEFAULT_ALGORITHM,
 } from '../limiter/algorithms/index.js';
 import { checkBucketAdmits } from '../limiter/algorithms/token-bucket/rule-format.js';
-import { type Client, checkDuration, fail, type RuleFieldError } from './fields.js';
 import { parseIpNet } from './ip-nets.js';
 import type { RuleLimitInput } from './limit-schema.js';
 import type { RuleInput, RuleMatch } from './schema.js';

@@ -4,13 +4,13 @@
  * response, and its precedence key (match.ts indexes rules by it).
  */
 
+import type { RuleFieldError } from '../format/fields.js';
 import { DEFAULT_CLIENT_CLAIM } from '../identity/claims.js';
 import { isSecretHeader } from '../identity/secret-keys.js';
 import { algorithmNamed, algorithmOf } from '../limiter/algorithms/index.js';
 import { headerItemName, policyItem } from '../limiter/headers.js';
 import type { LimitSpec } from '../limiter/limits.js';
 import { checkRule } from './check.js';
-import type { RuleFieldError } from './fields.js';
 import type { RuleLimit } from './limit-schema.js';
 import { limitsOf } from './limits-of.js';
 import { type PathSpecificity, pathSpecificity, ruleConditions } from './precedence.js';

@@ -4,9 +4,9 @@
  * plug-in's rule format).
  */
 
+import type { Client } from '../format/fields.js';
 import { DEFAULT_CLIENT_CLAIM } from '../identity/claims.js';
 import { algorithmNamed, DEFAULT_ALGORITHM } from '../limiter/algorithms/index.js';
-import type { Client } from './fields.js';
 import type { RuleLimit, RuleLimitInput } from './limit-schema.js';
 import type { RuleFields, RuleFieldsV1, RuleFieldsV2, RuleInput, RuleInputV1, RuleMatch } from './schema.js';
 

@@ -19,6 +19,7 @@ import Type, {
   type TUnion,
 } from 'typebox';
 import { Memory } from 'typebox/system';
+import { ClientSchema, Tokens } from '../format/fields.js';
 import type { Algorithm, LimitFields } from '../limiter/algorithms/algorithm.js';
 import {
   ALGORITHM_NAMES,
@@ -27,7 +28,6 @@ import {
   DEFAULT_ALGORITHM,
   type RegisteredAlgorithm,
 } from '../limiter/algorithms/index.js';
-import { ClientSchema, Tokens } from './fields.js';
 
 export const LIMIT_NAME_PATTERN = '^[a-z0-9][a-z0-9_-]{0,31}$';
 

@@ -15,9 +15,15 @@
  * fields go together is `checkRule`'s job. The output schema (`RuleSchema`) is the precise union.
  */
 import Type, { type Static } from 'typebox';
+import { MAX_DURATION_MS } from '../format/duration.js';
+import {
+  CLAIM_NAME_PATTERN,
+  ClientSchema,
+  HEADER_NAME_PATTERN,
+  MAX_TOKENS,
+  Tokens,
+} from '../format/fields.js';
 import { TOKEN_BUCKET_FIELDS } from '../limiter/algorithms/token-bucket/rule-format.js';
-import { MAX_DURATION_MS } from './duration.js';
-import { CLAIM_NAME_PATTERN, ClientSchema, HEADER_NAME_PATTERN, MAX_TOKENS, Tokens } from './fields.js';
 import { MAX_CLIENT_IPS } from './ip-nets.js';
 import { RuleLimitInputSchema, RuleLimitSchema } from './limit-schema.js';
 
@@ -29,7 +35,7 @@ export {
   MAX_TOKENS,
   MIN_TOKENS,
   type RuleFieldError,
-} from './fields.js';
+} from '../format/fields.js';
 export {
   LIMIT_ALGORITHMS,
   LIMIT_NAME_PATTERN,

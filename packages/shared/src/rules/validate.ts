@@ -3,8 +3,8 @@
  * compiled schemas, then `checkRule`, with errors named by field as the rules API names them.
  */
 import Compile from 'typebox/compile';
+import type { RuleFieldError } from '../format/fields.js';
 import { checkRule } from './check.js';
-import type { RuleFieldError } from './fields.js';
 import { type Rule, type RuleInput, RuleInputSchema, RuleSchema } from './schema.js';
 
 /** Schema errors come several per field (a union reports each branch); the last one sums them up. */

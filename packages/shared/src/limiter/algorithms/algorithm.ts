@@ -14,7 +14,7 @@
  * sliding window, a slot given back for a concurrency limit.
  */
 import type { Static, TObject, TSchema } from 'typebox';
-import type { Client, RuleFieldError } from '../../rules/fields.js';
+import type { Client, RuleFieldError } from '../../format/fields.js';
 import type { LimitOutcome, Settlement } from '../limits.js';
 import type { GrantRefund } from './refund-ledger.js';
 import type { Dropped } from './state-tag.js';

@@ -3,7 +3,7 @@
  * request holds one slot, whatever it costs.
  */
 import Type from 'typebox';
-import { ClientSchema, clientWords, fail, Tokens } from '../../../rules/fields.js';
+import { ClientSchema, clientWords, fail, Tokens } from '../../../format/fields.js';
 import type { LimitFormat } from '../algorithm.js';
 import type { ConcurrencySpec } from './model.js';
 

@@ -1,6 +1,6 @@
 /** The sliding window in the rule format (docs/rules.md): `max`, `window`, and a cost of its own or the rule's. */
 import Type from 'typebox';
-import { parseDuration } from '../../../rules/duration.js';
+import { parseDuration } from '../../../format/duration.js';
 import {
   ClientSchema,
   checkDuration,
@@ -10,7 +10,7 @@ import {
   durationWords,
   fail,
   Tokens,
-} from '../../../rules/fields.js';
+} from '../../../format/fields.js';
 import type { LimitFormat } from '../algorithm.js';
 import type { SlidingWindowSpec } from './model.js';
 

@@ -4,7 +4,7 @@
  * named "" (rules/limits-of.ts).
  */
 import Type from 'typebox';
-import { parseDuration } from '../../../rules/duration.js';
+import { parseDuration } from '../../../format/duration.js';
 import {
   ClientSchema,
   checkDuration,
@@ -16,7 +16,7 @@ import {
   MAX_TOKENS,
   type RuleFieldError,
   Tokens,
-} from '../../../rules/fields.js';
+} from '../../../format/fields.js';
 import type { LimitFormat } from '../algorithm.js';
 import type { TokenBucketSpec } from './model.js';
 

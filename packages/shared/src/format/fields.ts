@@ -1,8 +1,9 @@
 /**
- * The building blocks of the rule format that the rule schema (schema.ts) and each algorithm's own
- * limit format (limiter/algorithms/<name>/rule-format.ts) share: token amounts, durations, the client a
- * limit counts by, and the field errors both report. A leaf module, so that the algorithm plug-ins can
- * use it while the rule schema is built from the plug-ins.
+ * The building blocks of the rule format that the rule schema (rules/schema.ts) and each algorithm's
+ * own limit format (limiter/algorithms/<name>/rule-format.ts) share: token amounts, durations, the
+ * client a limit counts by, and the field errors both report. It sits in neither folder: the rule
+ * schema is built from the plug-ins (rules/ imports limiter/), so were these in rules/ the plug-ins
+ * would import back and the two folders would be a loop (layers.test.ts forbids it).
  */
 import Type, { type Static } from 'typebox';
 import { DURATION_PATTERN, DurationError, MAX_DURATION_MS, parseDuration } from './duration.js';
